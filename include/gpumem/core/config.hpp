@@ -1,0 +1,28 @@
+// gpumem/core/config.hpp
+//
+// Compile-time configuration shared by every layer. No CUDA header is included here: device
+// qualifiers come from the compiler (nvcc defines __CUDACC__), so host-only compilers see plain
+// C++.
+#pragma once
+
+#if defined(__CUDACC__)
+#define GPUMEM_HD __host__ __device__
+#define GPUMEM_DEVICE_FN __device__
+#else
+#define GPUMEM_HD
+#define GPUMEM_DEVICE_FN
+#endif
+
+// True while compiling device code (the device pass of nvcc); host code, and every host-only
+// compiler, sees 0. Use it to pick the device or host spelling of one small helper, never to fork
+// an algorithm.
+#if defined(__CUDA_ARCH__)
+#define GPUMEM_DEVICE_PASS 1
+#else
+#define GPUMEM_DEVICE_PASS 0
+#endif
+
+// GPUMEM_HAS_CUDA is set by the build (1 when the cuda backend is compiled in).
+#ifndef GPUMEM_HAS_CUDA
+#define GPUMEM_HAS_CUDA 0
+#endif

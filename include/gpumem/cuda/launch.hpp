@@ -1,0 +1,92 @@
+// gpumem/cuda/launch.hpp
+//
+// One launch entry for device code that runs on both backends:
+//
+//   gpumem::launch({grid, block, stream}, [=] GPUMEM_HD (gpumem::thread_index const& t) { ... });
+//
+// On the cuda backend (in a translation unit compiled by nvcc) this is a kernel launch. On the host
+// backend it enqueues, in stream order, a task that runs every (block, thread) pair on a host
+// thread pool: blocks run in parallel, the threads of one block run one after another on one host
+// thread. Consequences for code that must run on both: no __syncthreads() and no shared memory
+// across threads of a block; warp-level operations go through helpers that have a host equivalent
+// (on the host a warp has one active lane). Device code never throws; it reports through memory it
+// writes.
+//
+// The functor is taken by value and must be trivially copyable for the device (as any kernel
+// argument). Errors of the launch itself become gpumem::cuda_error.
+#pragma once
+
+#include <gpumem/core/config.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <cstddef>
+#include <functional>
+
+namespace gpumem {
+
+struct launch_config {
+  unsigned grid = 1;   // blocks
+  unsigned block = 1;  // threads per block
+  stream_handle stream = nullptr;
+  std::size_t shared_bytes = 0;  // dynamic shared memory (cuda backend only)
+};
+
+struct thread_index {
+  unsigned block;
+  unsigned thread;
+  unsigned grid_dim;
+  unsigned block_dim;
+  GPUMEM_HD unsigned long long global() const {
+    return static_cast<unsigned long long>(block) * block_dim + thread;
+  }
+  GPUMEM_HD unsigned long long total() const {
+    return static_cast<unsigned long long>(grid_dim) * block_dim;
+  }
+};
+
+namespace detail {
+
+// Runs body(block) for block in [0, blocks) on the host thread pool, in stream order on `stream`.
+// Returns when the task has been enqueued (like a kernel launch).
+void host_launch_blocks(stream_handle stream, unsigned blocks, std::function<void(unsigned)> body);
+
+// Throws gpumem::cuda_error for a failed launch (defined by the cuda backend).
+void check_last_launch(char const* what);
+
+[[noreturn]] void throw_launch_not_compiled();
+
+#if defined(__CUDACC__)
+template <class F>
+__global__ void launch_kernel(F f) {
+  thread_index const t{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x};
+  f(t);
+}
+#endif
+
+}  // namespace detail
+
+template <class F>
+void launch(launch_config const& config, F f) {
+  GPUMEM_EXPECTS(config.block > 0, "launch: block size must be positive");
+  if (config.grid == 0) return;
+  if (backend().kind() == backend_kind::host) {
+    unsigned const block_dim = config.block;
+    unsigned const grid_dim = config.grid;
+    detail::host_launch_blocks(config.stream, grid_dim, [f, block_dim, grid_dim](unsigned b) {
+      F local = f;
+      for (unsigned t = 0; t < block_dim; ++t)
+        local(thread_index{b, t, grid_dim, block_dim});
+    });
+    return;
+  }
+#if defined(__CUDACC__)
+  detail::launch_kernel<<<config.grid, config.block, config.shared_bytes,
+                          reinterpret_cast<cudaStream_t>(config.stream)>>>(f);
+  detail::check_last_launch("launch");
+#else
+  detail::throw_launch_not_compiled();
+#endif
+}
+
+}  // namespace gpumem

@@ -1,0 +1,145 @@
+// The one table of environment variables (CONVENTIONS.md §8). To add a variable: add a field to
+// gpumem::environment, a row to `table()` and a parse step to `parse()`; docs/environment.md
+// lists the table for users.
+#include <gpumem/core/environment.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace gpumem {
+
+namespace {
+
+std::vector<environment_variable> const& table() {
+  static std::vector<environment_variable> const rows = {
+      {"GPUMEM_DEVICE", "(auto)", "name", "cuda, host",
+       "Backend of the primitive layer; default cuda when a CUDA device is present, else host."},
+      {"GPUMEM_MEMORY_MANAGER", "default", "name",
+       "default, pool, async, host_only, or a path to a shared library",
+       "Memory manager bound to each new context; a path loads a plugin library exporting "
+       "gpumem_memory_manager_factory."},
+      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "10", "count", "a non-negative integer",
+       "The deferred-deallocation queue is flushed when it holds more than this many items."},
+      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.2", "ratio", "a number in [0, 1]",
+       "... or when its bytes exceed this fraction of the device's memory."},
+      {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count, e.g. 512MiB",
+       "Memory of the simulated device of the host backend."},
+      {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on",
+       "Wrap memory managers' resources in the debug adaptor (double/wrong-size free detection, "
+       "poisoning)."},
+      {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count, e.g. 1GiB",
+       "Size of the device heap used by the device runtime (nrt/)."},
+      {"GPUMEM_LOG_LEVEL", "warn", "name", "trace, debug, info, warn, error, off",
+       "Lowest level the default log sink prints."},
+  };
+  return rows;
+}
+
+[[noreturn]] void invalid(char const* name, std::string const& value) {
+  for (auto const& row : table()) {
+    if (std::string(row.name) == name) {
+      throw logic_error(std::string("invalid value '") + value + "' for environment variable " +
+                        name + ": expected " + row.valid_values);
+    }
+  }
+  throw logic_error(std::string("invalid value '") + value + "' for " + name);
+}
+
+std::optional<std::string> read(char const* name) {
+  char const* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::size_t parse_count(char const* name, std::string const& text) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    invalid(name, text);
+  errno = 0;
+  unsigned long long const value = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) invalid(name, text);
+  return static_cast<std::size_t>(value);
+}
+
+double parse_ratio(char const* name, std::string const& text) {
+  char* end = nullptr;
+  double const value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0 ||
+      value > 1)
+    invalid(name, text);
+  return value;
+}
+
+std::size_t parse_bytes(char const* name, std::string const& text) {
+  auto const value = try_parse_bytes(text);
+  if (!value) invalid(name, text);
+  return *value;
+}
+
+bool parse_flag(char const* name, std::string const& text) {
+  if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "off" || text == "no" || text.empty()) return false;
+  invalid(name, text);
+}
+
+std::string parse_choice(char const* name, std::string const& text,
+                         std::initializer_list<char const*> choices) {
+  for (char const* c : choices)
+    if (text == c) return text;
+  invalid(name, text);
+}
+
+environment parse() {
+  environment env;
+  if (auto v = read("GPUMEM_DEVICE"); v && !v->empty())
+    env.device = parse_choice("GPUMEM_DEVICE", *v, {"cuda", "host"});
+  if (auto v = read("GPUMEM_MEMORY_MANAGER")) env.memory_manager = *v;
+  if (auto v = read("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT"))
+    env.max_pending_deallocs_count = parse_count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", *v);
+  if (auto v = read("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO"))
+    env.max_pending_deallocs_ratio = parse_ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", *v);
+  if (auto v = read("GPUMEM_HOST_DEVICE_CAPACITY"))
+    env.host_device_capacity = parse_bytes("GPUMEM_HOST_DEVICE_CAPACITY", *v);
+  if (auto v = read("GPUMEM_DEBUG_MEMORY"))
+    env.debug_memory = parse_flag("GPUMEM_DEBUG_MEMORY", *v);
+  if (auto v = read("GPUMEM_DEVICE_HEAP_SIZE"))
+    env.device_heap_size = parse_bytes("GPUMEM_DEVICE_HEAP_SIZE", *v);
+  if (auto v = read("GPUMEM_LOG_LEVEL"))
+    env.log_level =
+        parse_choice("GPUMEM_LOG_LEVEL", *v, {"trace", "debug", "info", "warn", "error", "off"});
+  return env;
+}
+
+std::mutex& env_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::optional<environment>& cached() {
+  static std::optional<environment> env;
+  return env;
+}
+
+}  // namespace
+
+environment environment_snapshot() {
+  std::lock_guard<std::mutex> lock(env_mutex());
+  if (!cached()) cached() = parse();
+  return *cached();
+}
+
+void reload_environment() {
+  environment fresh = parse();
+  std::lock_guard<std::mutex> lock(env_mutex());
+  cached() = std::move(fresh);
+}
+
+std::vector<environment_variable> const& environment_table() {
+  return table();
+}
+
+}  // namespace gpumem

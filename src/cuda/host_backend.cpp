@@ -1,0 +1,515 @@
+// The host backend: a simulated device in host memory (see device_backend.hpp).
+//
+// Device and managed memory come from one arena of `capacity` bytes: a memfd mapped MAP_SHARED
+// (pages are touched only when used), so an IPC handle can name (pid, fd, offset) and another
+// process maps the same pages through /proc/<pid>/fd/<fd>. Allocation inside the arena is
+// address-ordered first fit with coalescing — simple and exact, since it only simulates a driver.
+//
+// Thread safety: one mutex guards the arena and the pinned/registered tables; streams have their
+// own locks (host_stream.hpp).
+#include "host_stream.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+// CUDA's numeric codes, so that callers see the same code on both backends.
+constexpr int invalid_value = 1;                 // cudaErrorInvalidValue
+constexpr int invalid_device = 101;              // cudaErrorInvalidDevice
+constexpr int invalid_resource_handle = 400;     // cudaErrorInvalidResourceHandle
+constexpr int not_ready = 600;                   // cudaErrorNotReady
+constexpr int host_memory_registered = 712;      // cudaErrorHostMemoryAlreadyRegistered
+constexpr int host_memory_not_registered = 713;  // cudaErrorHostMemoryNotRegistered
+constexpr int map_failed = 205;                  // cudaErrorMapBufferObjectFailed
+
+[[noreturn]] void fail(int code, char const* code_name, char const* call, std::string detail) {
+  throw cuda_error(code, code_name, std::string("host backend: ") + call, __FILE__, __LINE__,
+                   std::move(detail));
+}
+
+std::string pointer_text(void const* p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%p", p);
+  return buffer;
+}
+
+constexpr std::array<std::uint8_t, 8> ipc_magic{'g', 'p', 'u', 'm', 'e', 'm', 'h', '1'};
+
+struct ipc_payload {
+  std::array<std::uint8_t, 8> magic;
+  std::int32_t pid;
+  std::int32_t fd;
+  std::uint64_t offset;
+  std::uint64_t size;
+};
+static_assert(sizeof(ipc_payload) <= sizeof(ipc_memory_handle));
+
+class host_backend final : public device_backend {
+ public:
+  explicit host_backend(host_backend_options options) : options_(options) {
+    GPUMEM_EXPECTS(options_.alignment > 0 && (options_.alignment & (options_.alignment - 1)) == 0,
+                   "host backend: alignment must be a power of two, got " +
+                       std::to_string(options_.alignment));
+    std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    capacity_ = (options_.capacity + page - 1) / page * page;
+    if (capacity_ == 0) capacity_ = page;
+    fd_ = ::memfd_create("gpumem-host-device", MFD_CLOEXEC);
+    if (fd_ < 0)
+      fail(map_failed, "cudaErrorMapBufferObjectFailed", "memfd_create", strerror(errno));
+    if (::ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
+      ::close(fd_);
+      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ftruncate", strerror(errno));
+    }
+    void* base =
+        ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+    if (base == MAP_FAILED) {
+      ::close(fd_);
+      fail(map_failed, "cudaErrorMapBufferObjectFailed", "mmap", strerror(errno));
+    }
+    base_ = static_cast<std::uint8_t*>(base);
+    free_ranges_.emplace(0, capacity_);
+  }
+
+  ~host_backend() override {
+    // Streams first: their queued tasks may still touch the arena.
+    default_stream_.reset();
+    for (auto& entry : per_thread_streams_)
+      entry.second.reset();
+    for (stream_impl* s : streams_)
+      delete s;
+    for (auto& entry : pinned_)
+      std::free(entry.first);
+    for (auto& entry : ipc_mappings_)
+      ::munmap(entry.second.first, entry.second.second);
+    ::munmap(base_, capacity_);
+    ::close(fd_);
+  }
+
+  backend_kind kind() const noexcept override { return backend_kind::host; }
+  std::string description() override {
+    return "host: simulated device, " + format_bytes(capacity_);
+  }
+
+  int device_count() override { return 1; }
+  int current_device() override { return 0; }
+  void set_current_device(int ordinal) override {
+    if (ordinal != 0)
+      fail(invalid_device, "cudaErrorInvalidDevice", "set_current_device",
+           "device " + std::to_string(ordinal) + " does not exist (the host backend has 1)");
+  }
+  device_identity identity(int ordinal) override {
+    set_current_device(ordinal);
+    device_identity id;
+    id.ordinal = 0;
+    std::memcpy(id.uuid.data(), "gpumem-host-dev0", 16);
+    id.name = "gpumem host device";
+    return id;
+  }
+  memory_info get_memory_info() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {capacity_ - used_, capacity_};
+  }
+  void synchronize() override {
+    std::vector<stream_impl*> all;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      all.assign(streams_.begin(), streams_.end());
+      for (auto& entry : per_thread_streams_)
+        all.push_back(entry.second.get());
+    }
+    default_stream().synchronize();
+    for (stream_impl* s : all)
+      s->synchronize();
+  }
+
+  // --- device memory ---
+  void* allocate(std::size_t bytes) override { return arena_allocate(bytes, "allocate"); }
+  void deallocate(void* ptr) override { arena_free(ptr, "deallocate"); }
+  void* allocate_async(std::size_t bytes, stream_handle) override {
+    return arena_allocate(bytes, "allocate_async");
+  }
+  void deallocate_async(void* ptr, stream_handle stream) override {
+    if (ptr == nullptr) return;
+    check_live(ptr, "deallocate_async");
+    // Stream-ordered: the memory returns to the device when the stream reaches the free.
+    resolve(stream).enqueue([this, ptr] { arena_free(ptr, "deallocate_async"); });
+  }
+  std::size_t set_async_release_threshold(std::size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::exchange(release_threshold_, bytes);
+  }
+  void trim_async_pool(std::size_t) override {}
+
+  void* allocate_managed(std::size_t bytes, bool) override {
+    return arena_allocate(bytes, "allocate_managed");
+  }
+  void deallocate_managed(void* ptr) override { arena_free(ptr, "deallocate_managed"); }
+
+  // --- pinned / mapped host memory ---
+  void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
+    std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + 4095) / 4096 * 4096;
+    void* p = std::aligned_alloc(4096, rounded);
+    if (p == nullptr)
+      throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0, "aligned_alloc failed");
+    std::lock_guard<std::mutex> lock(mutex_);
+    pinned_[p] = host_range{bytes, flags.mapped};
+    return p;
+  }
+  void deallocate_pinned(void* ptr) override {
+    if (ptr == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pinned_.find(ptr);
+      if (it == pinned_.end())
+        fail(invalid_value, "cudaErrorInvalidValue", "deallocate_pinned",
+             pointer_text(ptr) + " is not pinned memory allocated by this backend");
+      pinned_.erase(it);
+    }
+    std::free(ptr);
+  }
+  void register_host(void* ptr, std::size_t bytes, bool mapped, bool) override {
+    if (ptr == nullptr || bytes == 0)
+      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
+           "null pointer or zero size (" + pointer_text(ptr) + ", " + std::to_string(bytes) + ")");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (find_host_range(ptr) != nullptr)
+      fail(host_memory_registered, "cudaErrorHostMemoryAlreadyRegistered", "register_host",
+           pointer_text(ptr) + " is already registered");
+    registered_[ptr] = host_range{bytes, mapped};
+  }
+  void unregister_host(void* ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (registered_.erase(ptr) == 0)
+      fail(host_memory_not_registered, "cudaErrorHostMemoryNotRegistered", "unregister_host",
+           pointer_text(ptr) + " is not registered");
+  }
+  void* mapped_device_pointer(void* host_ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    host_range const* range = find_host_range(host_ptr);
+    if (range == nullptr || !range->mapped)
+      fail(invalid_value, "cudaErrorInvalidValue", "mapped_device_pointer",
+           pointer_text(host_ptr) + " is not mapped host memory");
+    return host_ptr;  // unified addressing: the device sees the host address
+  }
+
+  // --- copies ---
+  void copy(void* dst, void const* src, std::size_t bytes) override {
+    default_stream().synchronize();
+    if (bytes != 0) std::memmove(dst, src, bytes);
+  }
+  void copy_async(void* dst, void const* src, std::size_t bytes, stream_handle stream) override {
+    if (bytes == 0) return;
+    resolve(stream).enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+  }
+  void fill(void* dst, int value, std::size_t bytes) override {
+    default_stream().synchronize();
+    if (bytes != 0) std::memset(dst, value, bytes);
+  }
+  void fill_async(void* dst, int value, std::size_t bytes, stream_handle stream) override {
+    if (bytes == 0) return;
+    resolve(stream).enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+  }
+
+  // --- streams ---
+  stream_handle create_stream(bool) override {
+    auto* s = new stream_impl();
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.insert(s);
+    return s;
+  }
+  void destroy_stream(stream_handle stream) override {
+    if (stream == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (streams_.erase(stream) == 0)
+        fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "destroy_stream",
+             pointer_text(stream) + " is not a live stream");
+    }
+    delete stream;  // completes the queued work first, as cudaStreamDestroy does
+  }
+  void synchronize_stream(stream_handle stream) override { resolve(stream).synchronize(); }
+  bool query_stream(stream_handle stream) override { return resolve(stream).idle(); }
+  stream_handle per_thread_default_stream() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = per_thread_streams_[std::this_thread::get_id()];
+    if (!slot) slot = std::make_unique<stream_impl>();
+    return slot.get();
+  }
+  void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
+    resolve(stream).enqueue(std::move(fn));
+  }
+
+  // --- events ---
+  event_handle create_event(bool timing) override { return new event_impl(timing); }
+  void destroy_event(event_handle event) override { delete event; }
+  void record_event(event_handle event, stream_handle stream) override {
+    check_event(event, "record_event");
+    std::uint64_t sequence;
+    {
+      std::lock_guard<std::mutex> lock(event->mutex);
+      sequence = ++event->recorded;
+    }
+    resolve(stream).enqueue([event, sequence] {
+      {
+        std::lock_guard<std::mutex> lock(event->mutex);
+        if (event->completed < sequence) event->completed = sequence;
+        event->completed_at = std::chrono::steady_clock::now();
+      }
+      event->completed_cv.notify_all();
+    });
+  }
+  bool query_event(event_handle event) override {
+    check_event(event, "query_event");
+    return event->query();
+  }
+  void synchronize_event(event_handle event) override {
+    check_event(event, "synchronize_event");
+    std::uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(event->mutex);
+      target = event->recorded;
+    }
+    event->wait_for(target);
+  }
+  void stream_wait_event(stream_handle stream, event_handle event) override {
+    check_event(event, "stream_wait_event");
+    std::uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(event->mutex);
+      target = event->recorded;
+    }
+    resolve(stream).enqueue([event, target] { event->wait_for(target); });
+  }
+  float elapsed_ms(event_handle start, event_handle stop) override {
+    check_event(start, "elapsed_ms");
+    check_event(stop, "elapsed_ms");
+    if (!start->timing || !stop->timing)
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "elapsed_ms",
+           "an event was created without timing");
+    if (!start->query() || !stop->query())
+      fail(not_ready, "cudaErrorNotReady", "elapsed_ms", "an event has not completed");
+    std::lock_guard<std::mutex> l1(start->mutex);
+    return std::chrono::duration<float, std::milli>(stop->completed_at - start->completed_at)
+        .count();
+  }
+
+  // --- addresses and IPC ---
+  address_range get_address_range(void const* ptr) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto const offset = arena_offset(ptr);
+    if (offset) {
+      auto it = live_.upper_bound(*offset);
+      if (it != live_.begin()) {
+        --it;
+        if (*offset < it->first + it->second) return {base_ + it->first, it->second};
+      }
+    }
+    fail(invalid_value, "cudaErrorInvalidValue", "get_address_range",
+         pointer_text(ptr) + " is not inside a device allocation");
+  }
+  ipc_memory_handle ipc_get_handle(void* allocation_base) override {
+    address_range const range = get_address_range(allocation_base);
+    if (range.base != allocation_base)
+      fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
+           pointer_text(allocation_base) + " is not the base of an allocation");
+    ipc_payload payload{ipc_magic, static_cast<std::int32_t>(::getpid()), fd_,
+                        static_cast<std::uint64_t>(static_cast<std::uint8_t*>(range.base) - base_),
+                        range.size};
+    ipc_memory_handle handle{};
+    std::memcpy(handle.data(), &payload, sizeof payload);
+    return handle;
+  }
+  void* ipc_open(ipc_memory_handle const& handle) override {
+    ipc_payload payload;
+    std::memcpy(&payload, handle.data(), sizeof payload);
+    if (payload.magic != ipc_magic)
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
+           "the handle was not exported by a host backend");
+    if (payload.pid == ::getpid())
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
+           "the handle was exported by this process; open it in another process");
+    std::string const path =
+        "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
+    int const fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
+           "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
+    std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::size_t const start = payload.offset / page * page;
+    std::size_t const length = payload.offset + payload.size - start;
+    void* mapping =
+        ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+    ::close(fd);
+    if (mapping == MAP_FAILED)
+      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open", strerror(errno));
+    void* user = static_cast<std::uint8_t*>(mapping) + (payload.offset - start);
+    std::lock_guard<std::mutex> lock(mutex_);
+    ipc_mappings_[user] = {mapping, length};
+    return user;
+  }
+  void ipc_close(void* ptr) override {
+    std::pair<void*, std::size_t> mapping;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = ipc_mappings_.find(ptr);
+      if (it == ipc_mappings_.end())
+        fail(invalid_value, "cudaErrorInvalidValue", "ipc_close",
+             pointer_text(ptr) + " was not opened through ipc_open");
+      mapping = it->second;
+      ipc_mappings_.erase(it);
+    }
+    ::munmap(mapping.first, mapping.second);
+  }
+
+ private:
+  struct host_range {
+    std::size_t size;
+    bool mapped;
+  };
+
+  stream_impl& default_stream() {
+    std::call_once(default_once_, [this] { default_stream_ = std::make_unique<stream_impl>(); });
+    return *default_stream_;
+  }
+  stream_impl& resolve(stream_handle stream) {
+    return stream == nullptr ? default_stream() : *stream;
+  }
+  static void check_event(event_handle event, char const* call) {
+    if (event == nullptr)
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", call, "null event");
+  }
+
+  std::optional<std::size_t> arena_offset(void const* ptr) const {
+    auto const* p = static_cast<std::uint8_t const*>(ptr);
+    if (p < base_ || p >= base_ + capacity_) return std::nullopt;
+    return static_cast<std::size_t>(p - base_);
+  }
+
+  // Caller holds mutex_.
+  host_range const* find_host_range(void const* ptr) const {
+    auto const* p = static_cast<std::uint8_t const*>(ptr);
+    for (auto const* table : {&pinned_, &registered_}) {
+      auto it = table->upper_bound(const_cast<void*>(ptr));
+      if (it == table->begin()) continue;
+      --it;
+      auto const* start = static_cast<std::uint8_t const*>(it->first);
+      if (p >= start && p < start + std::max<std::size_t>(it->second.size, 1)) return &it->second;
+    }
+    return nullptr;
+  }
+
+  void* arena_allocate(std::size_t bytes, char const* call) {
+    if (bytes == 0) return nullptr;
+    std::size_t const a = options_.alignment;
+    if (bytes > capacity_) oom(bytes, call);
+    std::size_t const rounded = (bytes + a - 1) / a * a;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+      if (it->second < rounded) continue;
+      std::size_t const offset = it->first;
+      std::size_t const remaining = it->second - rounded;
+      free_ranges_.erase(it);
+      if (remaining != 0) free_ranges_.emplace(offset + rounded, remaining);
+      live_.emplace(offset, rounded);
+      used_ += rounded;
+      peak_ = std::max(peak_, used_);
+      return base_ + offset;
+    }
+    std::size_t const current = used_, peak = peak_;
+    throw out_of_memory(bytes, "host backend device (" + format_bytes(capacity_) + ")", current,
+                        peak, std::string("call ") + call);
+  }
+
+  [[noreturn]] void oom(std::size_t bytes, char const* call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw out_of_memory(bytes, "host backend device (" + format_bytes(capacity_) + ")", used_,
+                        peak_, std::string("call ") + call);
+  }
+
+  void check_live(void* ptr, char const* call) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto const offset = arena_offset(ptr);
+    if (!offset || live_.count(*offset) == 0)
+      fail(invalid_value, "cudaErrorInvalidValue", call,
+           pointer_text(ptr) + " is not the base of a live device allocation");
+  }
+
+  void arena_free(void* ptr, char const* call) {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto const offset = arena_offset(ptr);
+    auto live = offset ? live_.find(*offset) : live_.end();
+    if (live == live_.end())
+      fail(invalid_value, "cudaErrorInvalidValue", call,
+           pointer_text(ptr) + " is not the base of a live device allocation");
+    std::size_t start = live->first;
+    std::size_t size = live->second;
+    live_.erase(live);
+    used_ -= size;
+    auto next = free_ranges_.lower_bound(start);
+    if (next != free_ranges_.end() && start + size == next->first) {
+      size += next->second;
+      next = free_ranges_.erase(next);
+    }
+    if (next != free_ranges_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == start) {
+        start = prev->first;
+        size += prev->second;
+        free_ranges_.erase(prev);
+      }
+    }
+    free_ranges_.emplace(start, size);
+  }
+
+  host_backend_options options_;
+  std::size_t capacity_ = 0;
+  int fd_ = -1;
+  std::uint8_t* base_ = nullptr;
+
+  std::mutex mutex_;
+  std::map<std::size_t, std::size_t> free_ranges_;  // offset -> size
+  std::map<std::size_t, std::size_t> live_;         // offset -> rounded size
+  std::size_t used_ = 0;
+  std::size_t peak_ = 0;
+  std::size_t release_threshold_ = 0;
+  std::map<void*, host_range> pinned_;
+  std::map<void*, host_range> registered_;
+  std::unordered_map<void*, std::pair<void*, std::size_t>> ipc_mappings_;
+  std::set<stream_impl*> streams_;
+  std::unordered_map<std::thread::id, std::unique_ptr<stream_impl>> per_thread_streams_;
+  std::once_flag default_once_;
+  std::unique_ptr<stream_impl> default_stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<device_backend> make_host_backend(host_backend_options options) {
+  return std::make_unique<host_backend>(options);
+}
+
+}  // namespace gpumem

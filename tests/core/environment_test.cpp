@@ -1,0 +1,97 @@
+#include <gpumem/core/environment.hpp>
+#include <gpumem/core/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+// Sets a variable for one test and restores the parsed snapshot afterwards.
+class scoped_env {
+ public:
+  scoped_env(char const* name, char const* value) : name_(name) {
+    if (char const* old = std::getenv(name)) old_ = old, had_ = true;
+    ::setenv(name, value, 1);
+  }
+  ~scoped_env() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+    gpumem::reload_environment();
+  }
+
+ private:
+  char const* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+std::string reload_error() {
+  try {
+    gpumem::reload_environment();
+  } catch (gpumem::logic_error const& e) {
+    return e.what();
+  }
+  return {};
+}
+}  // namespace
+
+TEST(environment, defaults_match_numba) {
+  ::unsetenv("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT");
+  ::unsetenv("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO");
+  gpumem::reload_environment();
+  auto const env = gpumem::environment_snapshot();
+  EXPECT_EQ(env.max_pending_deallocs_count, 10u);
+  EXPECT_DOUBLE_EQ(env.max_pending_deallocs_ratio, 0.2);
+}
+
+TEST(environment, reads_numba_variables) {
+  scoped_env count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "20");
+  scoped_env ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.5");
+  gpumem::reload_environment();
+  auto const env = gpumem::environment_snapshot();
+  EXPECT_EQ(env.max_pending_deallocs_count, 20u);
+  EXPECT_DOUBLE_EQ(env.max_pending_deallocs_ratio, 0.5);
+}
+
+TEST(environment, bytes_accept_units) {
+  scoped_env capacity("GPUMEM_HOST_DEVICE_CAPACITY", "64MiB");
+  gpumem::reload_environment();
+  EXPECT_EQ(gpumem::environment_snapshot().host_device_capacity, 64u << 20);
+}
+
+TEST(environment, invalid_value_names_variable_value_and_valid_values) {
+  {
+    scoped_env bad("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "ten");
+    std::string const message = reload_error();
+    EXPECT_NE(message.find("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT"), std::string::npos) << message;
+    EXPECT_NE(message.find("'ten'"), std::string::npos) << message;
+    EXPECT_NE(message.find("non-negative integer"), std::string::npos) << message;
+  }
+  {
+    scoped_env bad("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "1.5");
+    std::string const message = reload_error();
+    EXPECT_NE(message.find("'1.5'"), std::string::npos) << message;
+    EXPECT_NE(message.find("[0, 1]"), std::string::npos) << message;
+  }
+  {
+    scoped_env bad("GPUMEM_DEVICE", "tpu");
+    std::string const message = reload_error();
+    EXPECT_NE(message.find("GPUMEM_DEVICE"), std::string::npos) << message;
+    EXPECT_NE(message.find("cuda, host"), std::string::npos) << message;
+  }
+  {
+    scoped_env bad("GPUMEM_HOST_DEVICE_CAPACITY", "lots");
+    EXPECT_NE(reload_error().find("byte count"), std::string::npos);
+  }
+}
+
+TEST(environment, table_lists_every_variable_once) {
+  auto const& table = gpumem::environment_table();
+  ASSERT_GE(table.size(), 8u);
+  for (std::size_t i = 0; i < table.size(); ++i)
+    for (std::size_t j = i + 1; j < table.size(); ++j)
+      EXPECT_STRNE(table[i].name, table[j].name);
+}
