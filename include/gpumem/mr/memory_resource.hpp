@@ -1,0 +1,62 @@
+// gpumem/mr/memory_resource.hpp
+//
+// The stream-ordered resource interface every allocator in mr/ implements, and the one the memory
+// managers (manager/) are built on.
+//
+// Contract (tested for every implementation by the typed contract suite in tests/mr/):
+//   * allocate(bytes, stream) returns memory usable by work enqueued on `stream` after the call;
+//     alignment is at least `default_alignment` (256 bytes, as cudaMalloc); 0 bytes returns
+//     nullptr.
+//   * deallocate(ptr, bytes, stream) is noexcept and takes the size that was allocated. Memory
+//     freed on stream S may be reused at once by work on S; by another stream only after the work
+//     on S up to the free has completed.
+//   * allocate_sync / deallocate_sync: the same with the stream synchronised around the call, for
+//     callers with no stream (the EMM's memalloc).
+//   * Out of memory is reported as gpumem::out_of_memory; nothing else is thrown for it.
+//   * Each implementation's class comment states its thread safety.
+#pragma once
+
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace gpumem {
+
+inline constexpr std::size_t default_alignment = 256;
+
+class memory_resource {
+ public:
+  memory_resource() = default;
+  memory_resource(memory_resource const&) = delete;
+  memory_resource& operator=(memory_resource const&) = delete;
+  virtual ~memory_resource() = default;
+
+  void* allocate(std::size_t bytes, stream_handle stream) { return do_allocate(bytes, stream); }
+  void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {
+    do_deallocate(ptr, bytes, stream);
+  }
+  void* allocate_sync(std::size_t bytes);
+  void deallocate_sync(void* ptr, std::size_t bytes) noexcept;
+
+  bool is_equal(memory_resource const& other) const noexcept { return do_is_equal(other); }
+  friend bool operator==(memory_resource const& a, memory_resource const& b) noexcept {
+    return a.is_equal(b);
+  }
+  friend bool operator!=(memory_resource const& a, memory_resource const& b) noexcept {
+    return !a.is_equal(b);
+  }
+
+  // A short name for messages ("pool_resource over cuda_resource").
+  virtual std::string name() const = 0;
+  // Free and total bytes as this resource sees them; throws gpumem::not_supported where it cannot
+  // say (the EMM's get_memory_info forwards this).
+  virtual memory_info get_memory_info() const;
+
+ private:
+  virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;
+  virtual void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept = 0;
+  virtual bool do_is_equal(memory_resource const& other) const noexcept { return this == &other; }
+};
+
+}  // namespace gpumem
