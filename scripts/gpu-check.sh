@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The GPU check: on a CUDA machine, in one command,
+#   1. configure and build everything for sm_90 (warnings are errors),
+#   2. run every test (host-labelled and gpu-labelled; gpu tests on the cuda backend),
+#   3. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt),
+#   4. run every benchmark (bench_*),
+#   5. print a short summary table last.
+# Logs go to build/gpu-check/ and, when $OUT is set (the device tool's output folder, which takes back only
+# a few files), into one archive $OUT/gpu-check-logs.tgz plus $OUT/summary.txt. Exit status: non-zero when a
+# step failed. Never touches the GPU's settings.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out=$root/build/gpu-check
+rm -rf "$out"
+mkdir -p "$out"
+build=${GPUMEM_GPU_BUILD_DIR:-$root/build/gpu}
+jobs=$(nproc)
+declare -a rows=()
+status=0
+
+step() {  # step NAME LOGFILE command...
+  local name=$1 log=$2
+  shift 2
+  local start=$SECONDS
+  "$@" >"$log" 2>&1
+  local rc=$?
+  local took=$((SECONDS - start))
+  rows+=("$(printf '%-34s %-6s %5ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL:$rc)" "$took" "$(basename "$log")")")
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+{
+  nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader || true
+  git rev-parse HEAD 2>/dev/null || true
+} >"$out/device.txt" 2>&1
+
+step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON
+step build "$out/build.log" cmake --build "$build" -j "$jobs"
+
+step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure
+step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 1 --output-on-failure
+
+# compute-sanitizer on every gpu-labelled test executable.
+tests=$(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(t["command"][0] for t in d["tests"]))')
+for exe in $tests; do
+  name=$(basename "$exe")
+  step "memcheck $name" "$out/memcheck-$name.log" env GPUMEM_DEVICE=cuda \
+    compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full "$exe"
+  case $name in
+    *nrt*) step "racecheck $name" "$out/racecheck-$name.log" env GPUMEM_DEVICE=cuda \
+             compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" ;;
+  esac
+done
+
+# Benchmarks: each prints its own table; keep them all in one log and show their tails.
+: >"$out/bench.log"
+for bench in "$build"/bench/bench_*; do
+  [ -x "$bench" ] || continue
+  name=$(basename "$bench")
+  step "$name" "$out/$name.log" env GPUMEM_DEVICE=cuda timeout 300 "$bench"
+  { echo "===== $name"; cat "$out/$name.log"; } >>"$out/bench.log"
+done
+
+echo
+echo "===== failures (tails)"
+for log in "$out"/*.log; do
+  if grep -qE 'FAILED|Failed|ERROR SUMMARY: [1-9]|error:' "$log" 2>/dev/null; then
+    echo "--- $(basename "$log")"
+    grep -E 'FAILED|Failed|ERROR SUMMARY|error:|Error|Expected|Which is|Value of' "$log" | head -25
+  fi
+done
+echo
+echo "===== benchmarks"
+cat "$out/bench.log" | tail -c 6000
+echo
+{
+  echo "===== gpu-check summary ($(head -1 "$out/device.txt"), commit $(sed -n 2p "$out/device.txt"))"
+  printf '%s\n' "${rows[@]}"
+} | tee "$out/summary.txt"
+if [ -n "${OUT:-}" ]; then
+  cp "$out/summary.txt" "$OUT/summary.txt"
+  tar czf "$OUT/gpu-check-logs.tgz" -C "$out" .
+fi
+exit $status
