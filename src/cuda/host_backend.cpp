@@ -264,10 +264,27 @@ class host_backend final : public device_backend {
   }
 
   // --- events ---
-  event_handle create_event(bool timing) override { return new event_impl(timing); }
-  void destroy_event(event_handle event) override { delete event; }
-  void record_event(event_handle event, stream_handle stream) override {
-    check_event(event, "record_event");
+  // Events are shared with the stream tasks that complete or wait for them, so destroying one with
+  // a record still pending is safe, as cudaEventDestroy is: the object lives until those tasks ran.
+  event_handle create_event(bool timing) override {
+    auto event = std::make_shared<event_impl>(timing);
+    std::lock_guard<std::mutex> lock(mutex_);
+    events_.emplace(event.get(), event);
+    return event.get();
+  }
+  void destroy_event(event_handle event) override {
+    if (event == nullptr) return;
+    std::shared_ptr<event_impl> last_reference;  // released after the lock
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = events_.find(event);
+    if (it == events_.end())
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "destroy_event",
+           pointer_text(event) + " is not a live event");
+    last_reference = std::move(it->second);
+    events_.erase(it);
+  }
+  void record_event(event_handle handle, stream_handle stream) override {
+    std::shared_ptr<event_impl> event = live_event(handle, "record_event");
     std::uint64_t sequence;
     {
       std::lock_guard<std::mutex> lock(event->mutex);
@@ -282,12 +299,11 @@ class host_backend final : public device_backend {
       event->completed_cv.notify_all();
     });
   }
-  bool query_event(event_handle event) override {
-    check_event(event, "query_event");
-    return event->query();
+  bool query_event(event_handle handle) override {
+    return live_event(handle, "query_event")->query();
   }
-  void synchronize_event(event_handle event) override {
-    check_event(event, "synchronize_event");
+  void synchronize_event(event_handle handle) override {
+    std::shared_ptr<event_impl> event = live_event(handle, "synchronize_event");
     std::uint64_t target;
     {
       std::lock_guard<std::mutex> lock(event->mutex);
@@ -295,8 +311,8 @@ class host_backend final : public device_backend {
     }
     event->wait_for(target);
   }
-  void stream_wait_event(stream_handle stream, event_handle event) override {
-    check_event(event, "stream_wait_event");
+  void stream_wait_event(stream_handle stream, event_handle handle) override {
+    std::shared_ptr<event_impl> event = live_event(handle, "stream_wait_event");
     std::uint64_t target;
     {
       std::lock_guard<std::mutex> lock(event->mutex);
@@ -304,16 +320,19 @@ class host_backend final : public device_backend {
     }
     resolve(stream).enqueue([event, target] { event->wait_for(target); });
   }
-  float elapsed_ms(event_handle start, event_handle stop) override {
-    check_event(start, "elapsed_ms");
-    check_event(stop, "elapsed_ms");
+  float elapsed_ms(event_handle start_handle, event_handle stop_handle) override {
+    std::shared_ptr<event_impl> const start = live_event(start_handle, "elapsed_ms");
+    std::shared_ptr<event_impl> const stop = live_event(stop_handle, "elapsed_ms");
     if (!start->timing || !stop->timing)
       fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "elapsed_ms",
            "an event was created without timing");
     if (!start->query() || !stop->query())
       fail(not_ready, "cudaErrorNotReady", "elapsed_ms", "an event has not completed");
-    std::lock_guard<std::mutex> l1(start->mutex);
-    return std::chrono::duration<float, std::milli>(stop->completed_at - start->completed_at)
+    auto const completed_at = [](event_impl& e) {
+      std::lock_guard<std::mutex> lock(e.mutex);
+      return e.completed_at;
+    };
+    return std::chrono::duration<float, std::milli>(completed_at(*stop) - completed_at(*start))
         .count();
   }
 
@@ -398,9 +417,15 @@ class host_backend final : public device_backend {
   stream_impl& resolve(stream_handle stream) {
     return stream == nullptr ? default_stream() : *stream;
   }
-  static void check_event(event_handle event, char const* call) {
+  std::shared_ptr<event_impl> live_event(event_handle event, char const* call) {
     if (event == nullptr)
       fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", call, "null event");
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = events_.find(event);
+    if (it == events_.end())
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", call,
+           pointer_text(event) + " is not a live event");
+    return it->second;
   }
 
   std::optional<std::size_t> arena_offset(void const* ptr) const {
@@ -501,6 +526,7 @@ class host_backend final : public device_backend {
   std::map<void*, host_range> registered_;
   std::unordered_map<void*, std::pair<void*, std::size_t>> ipc_mappings_;
   std::set<stream_impl*> streams_;
+  std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
   std::unordered_map<std::thread::id, std::unique_ptr<stream_impl>> per_thread_streams_;
   std::once_flag default_once_;
   std::unique_ptr<stream_impl> default_stream_;

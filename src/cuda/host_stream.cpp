@@ -1,5 +1,10 @@
 #include "host_stream.hpp"
 
+#include <gpumem/core/logging.hpp>
+
+#include <exception>
+#include <string>
+
 namespace gpumem {
 
 stream_impl::stream_impl() : worker_([this] { run(); }) {}
@@ -41,7 +46,16 @@ void stream_impl::run() {
     auto task = std::move(tasks_.front());
     tasks_.pop_front();
     lock.unlock();
-    task();  // tasks never throw: the backend wraps them
+    // A task that throws (a user's host function, a stream-ordered free of a bad pointer) must not
+    // take the worker thread, and with it the process, down: report it and go on, as a CUDA
+    // stream goes on after a host function.
+    try {
+      task();
+    } catch (std::exception const& e) {
+      log(log_level::error, std::string("a task on a host-backend stream threw: ") + e.what());
+    } catch (...) {
+      log(log_level::error, "a task on a host-backend stream threw");
+    }
     lock.lock();
     ++completed_;
     work_done_.notify_all();

@@ -53,6 +53,10 @@ void host_launch_blocks(stream_handle stream, unsigned blocks, std::function<voi
 
 // Throws gpumem::cuda_error for a failed launch (defined by the cuda backend).
 void check_last_launch(char const* what);
+// Throws gpumem::cuda_error when `status` (a cudaError_t read by the launching translation unit) is
+// not cudaSuccess. launch() reads the status itself because the launching executable may hold its
+// own copy of the static CUDA runtime, whose last-error slot the library's copy cannot see.
+void check_launch_status(int status, char const* what);
 
 [[noreturn]] void throw_launch_not_compiled();
 
@@ -83,7 +87,7 @@ void launch(launch_config const& config, F f) {
 #if defined(__CUDACC__)
   detail::launch_kernel<<<config.grid, config.block, config.shared_bytes,
                           reinterpret_cast<cudaStream_t>(config.stream)>>>(f);
-  detail::check_last_launch("launch");
+  detail::check_launch_status(static_cast<int>(cudaGetLastError()), "launch");
 #else
   detail::throw_launch_not_compiled();
 #endif

@@ -1,0 +1,47 @@
+// The conversion of CUDA status codes into gpumem exceptions (see cuda_check.hpp).
+#include "cuda_check.hpp"
+
+#if GPUMEM_HAS_CUDA
+
+#include "cuda_device_properties.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+
+namespace gpumem::detail {
+
+void throw_cuda_error(cudaError_t status, char const* call, char const* file, int line,
+                      std::string detail) {
+  (void)cudaGetLastError();  // reported here; must not resurface in the next launch check
+  if (detail.empty()) detail = cudaGetErrorString(status);
+  throw cuda_error(static_cast<int>(status), cudaGetErrorName(status), call, file, line,
+                   std::move(detail));
+}
+
+void throw_allocation_failure(cudaError_t status, std::size_t requested_bytes,
+                              std::size_t peak_bytes, char const* call, char const* file,
+                              int line) {
+  if (status != cudaErrorMemoryAllocation) throw_cuda_error(status, call, file, line);
+  (void)cudaGetLastError();
+  int ordinal = 0;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  std::string label = "cuda device (unknown)";
+  if (cudaGetDevice(&ordinal) == cudaSuccess) {
+    try {
+      label = cuda_device_label(ordinal);
+    } catch (cuda_error const&) {
+      // keep the generic label: the out-of-memory report matters more than the device name
+    }
+  }
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    free_bytes = total_bytes = 0;
+  }
+  throw out_of_memory(requested_bytes, label, total_bytes - free_bytes, peak_bytes,
+                      std::string(call) + " returned cudaErrorMemoryAllocation; device has " +
+                          format_bytes(free_bytes) + " free of " + format_bytes(total_bytes));
+}
+
+}  // namespace gpumem::detail
+
+#endif  // GPUMEM_HAS_CUDA

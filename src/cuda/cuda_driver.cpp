@@ -1,0 +1,91 @@
+// Driver entry points fetched through the runtime (see cuda_driver.hpp).
+#include "cuda_driver.hpp"
+
+#if GPUMEM_HAS_CUDA
+
+#include "cuda_check.hpp"
+
+#include <gpumem/core/error.hpp>
+
+#include <cuda.h>  // driver types only: nothing links libcuda
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <string>
+
+namespace gpumem::detail {
+
+namespace {
+
+using cu_mem_get_address_range = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+using cu_get_error_name = CUresult (*)(CUresult, char const**);
+
+// cuMemGetAddressRange has had its current (size_t) form since CUDA 3.2; asking for 12.0 gets that
+// form from any driver new enough for a CUDA 13 runtime.
+constexpr unsigned driver_api_version = 12000;
+
+struct entry_points {
+  cu_mem_get_address_range mem_get_address_range = nullptr;
+  cu_get_error_name get_error_name = nullptr;
+};
+
+void* lookup(char const* symbol, bool required) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  cudaError_t const status =
+      cudaGetDriverEntryPointByVersion(symbol, &fn, driver_api_version, cudaEnableDefault, &found);
+  if (status == cudaSuccess && found == cudaDriverEntryPointSuccess && fn != nullptr) return fn;
+  if (!required) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  if (status != cudaSuccess)
+    throw_cuda_error(status, "cudaGetDriverEntryPointByVersion", __FILE__, __LINE__,
+                     std::string("looking up ") + symbol);
+  throw_cuda_error(cudaErrorSymbolNotFound, "cudaGetDriverEntryPointByVersion", __FILE__, __LINE__,
+                   std::string("the driver does not provide ") + symbol + " (query result " +
+                       std::to_string(static_cast<int>(found)) + ")");
+}
+
+entry_points const& driver() {
+  static entry_points const entries = [] {
+    entry_points e;
+    e.mem_get_address_range =
+        reinterpret_cast<cu_mem_get_address_range>(lookup("cuMemGetAddressRange", true));
+    e.get_error_name = reinterpret_cast<cu_get_error_name>(lookup("cuGetErrorName", false));
+    return e;
+  }();
+  return entries;
+}
+
+std::string pointer_text(void const* p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%p", p);
+  return buffer;
+}
+
+}  // namespace
+
+address_range driver_address_range(void const* ptr) {
+  entry_points const& d = driver();
+  // A driver call needs a current context on this thread; selecting the device makes the runtime
+  // bind the device's primary context here (CUDA 12+ initialises it in cudaSetDevice).
+  int ordinal = 0;
+  GPUMEM_CUDA_CHECK(cudaGetDevice(&ordinal), "cudaGetDevice");
+  GPUMEM_CUDA_CHECK(cudaSetDevice(ordinal), "cudaSetDevice");
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  CUresult const result = d.mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+  if (result != CUDA_SUCCESS) {
+    char const* name = nullptr;
+    if (d.get_error_name == nullptr || d.get_error_name(result, &name) != CUDA_SUCCESS)
+      name = "CUDA_ERROR_UNKNOWN";
+    throw cuda_error(static_cast<int>(result), name, "cuMemGetAddressRange", __FILE__, __LINE__,
+                     pointer_text(ptr) + " is not inside a device allocation");
+  }
+  return {reinterpret_cast<void*>(base), size};
+}
+
+}  // namespace gpumem::detail
+
+#endif  // GPUMEM_HAS_CUDA

@@ -1,0 +1,105 @@
+// IPC through the primitive layer: a handle exported here is opened by a SECOND process (a fresh
+// executable, since a CUDA process must not fork after it has initialised CUDA), which checks the
+// bytes at an offset and writes a reply that this process then sees. Runs on both backends.
+#include "backend_fixtures.hpp"
+#include "ipc_wire.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <gtest/gtest.h>
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifndef GPUMEM_TEST_IPC_CHILD
+#error "GPUMEM_TEST_IPC_CHILD (the path of test_cuda_ipc_child) must be defined by the build"
+#endif
+
+extern char** environ;
+
+using gpumem::backend;
+using gpumem::KiB;
+using gpumem::test::device_buffer;
+
+namespace {
+
+// Runs the child with `args` and returns its exit status (or -1 with a failure recorded).
+int run_child(std::vector<std::string> args) {
+  args.insert(args.begin(), GPUMEM_TEST_IPC_CHILD);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int const spawned = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  if (spawned != 0) {
+    ADD_FAILURE() << "cannot start " << argv[0] << ": " << std::strerror(spawned);
+    return -1;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      ADD_FAILURE() << "waitpid: " << std::strerror(errno);
+      return -1;
+    }
+  }
+  if (!WIFEXITED(status)) {
+    ADD_FAILURE() << "the IPC child did not exit normally (status " << status << ")";
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST(cuda_ipc, a_second_process_reads_and_writes_an_exported_allocation) {
+  auto& b = backend();
+  // 2 MiB: a whole allocation granule of the driver, as the users of IPC (pools) export.
+  std::size_t const bytes = 2 * gpumem::MiB;
+  device_buffer buffer(bytes);
+  std::vector<std::uint8_t> contents(bytes);
+  for (std::size_t i = 0; i < bytes; ++i)
+    contents[i] = gpumem::test::ipc_pattern(i);
+  b.copy(buffer.get(), contents.data(), bytes);
+
+  gpumem::ipc_memory_handle const handle = b.ipc_get_handle(buffer.get());
+  std::size_t const read_offset = gpumem::MiB + 17, write_offset = 40000, count = 333;
+  int const status = run_child({gpumem::test::to_hex(handle), std::to_string(read_offset),
+                                std::to_string(write_offset), std::to_string(count)});
+  ASSERT_EQ(status, 0) << "the child reported a failure (2 arguments, 3 bytes differ, 4 threw)";
+
+  std::vector<std::uint8_t> after(bytes);
+  b.copy(after.data(), buffer.get(), bytes);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    bool const replied = i >= write_offset && i < write_offset + count;
+    ASSERT_EQ(after[i], replied ? gpumem::test::ipc_reply : gpumem::test::ipc_pattern(i))
+        << "byte " << i;
+  }
+}
+
+TEST(cuda_ipc, opening_a_handle_in_the_exporting_process_is_an_error) {
+  auto& b = backend();
+  device_buffer buffer(4 * KiB);
+  gpumem::ipc_memory_handle const handle = b.ipc_get_handle(buffer.get());
+  EXPECT_THROW((void)b.ipc_open(handle), gpumem::cuda_error);
+}
+
+TEST(cuda_ipc, exporting_an_interior_pointer_is_an_error) {
+  auto& b = backend();
+  device_buffer buffer(4 * KiB);
+  EXPECT_THROW((void)b.ipc_get_handle(buffer.as<std::uint8_t>() + 256), gpumem::cuda_error);
+}
+
+TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
+  // All-zero bytes are no handle on either backend: the child must report a failed open (4).
+  gpumem::ipc_memory_handle const garbage{};
+  EXPECT_EQ(run_child({gpumem::test::to_hex(garbage), "0", "0", "1"}), 4);
+}
