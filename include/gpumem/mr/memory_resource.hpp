@@ -25,6 +25,19 @@ namespace gpumem {
 
 inline constexpr std::size_t default_alignment = 256;
 
+// Where memory of a resource may be touched: the run-time counterpart of CCCL's property tags
+// (cuda::mr::device_accessible, host_accessible). Adaptors report their upstream's.
+struct resource_properties {
+  bool device_accessible = true;
+  bool host_accessible = false;
+  friend bool operator==(resource_properties a, resource_properties b) noexcept {
+    return a.device_accessible == b.device_accessible && a.host_accessible == b.host_accessible;
+  }
+  friend bool operator!=(resource_properties a, resource_properties b) noexcept {
+    return !(a == b);
+  }
+};
+
 class memory_resource {
  public:
   memory_resource() = default;
@@ -52,6 +65,8 @@ class memory_resource {
   // Free and total bytes as this resource sees them; throws gpumem::not_supported where it cannot
   // say (the EMM's get_memory_info forwards this).
   virtual memory_info get_memory_info() const;
+  // Device memory by default; host-visible resources (pinned, managed) and adaptors override.
+  virtual resource_properties properties() const noexcept { return {}; }
 
  private:
   virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;

@@ -1,0 +1,101 @@
+// Shared helpers of gpumem's benchmarks: the device line, a stopwatch, a start barrier for
+// threads, and a plain text table. Header-only; any bench/<name>.cpp may include it as
+// "support/bench_support.hpp".
+#pragma once
+
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpumem::bench {
+
+// "cuda: NVIDIA H100 80GB HBM3" or "host: ..." — every benchmark prints it first.
+inline std::string device_line() {
+  return backend().description();
+}
+
+class stopwatch {
+ public:
+  stopwatch() : start_(std::chrono::steady_clock::now()) {}
+  void restart() { start_ = std::chrono::steady_clock::now(); }
+  double seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Runs body(thread_index) on `threads` threads released together; returns the wall seconds from
+// the release to the last thread's end.
+template <class Body>
+double run_threads(int threads, Body body) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire))
+        std::this_thread::yield();
+      body(t);
+    });
+  while (ready.load() < threads)
+    std::this_thread::yield();
+  stopwatch clock;
+  go.store(true, std::memory_order_release);
+  for (auto& th : pool)
+    th.join();
+  return clock.seconds();
+}
+
+// A text table: add rows of cells, print with columns padded to their widest cell.
+class table {
+ public:
+  explicit table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::FILE* out = stdout) const {
+    std::vector<std::size_t> width;
+    for (auto const& row : rows_) {
+      if (width.size() < row.size()) width.resize(row.size(), 0);
+      for (std::size_t i = 0; i < row.size(); ++i)
+        width[i] = std::max(width[i], row[i].size());
+    }
+    for (std::size_t r = 0; r < rows_.size(); ++r) {
+      std::string line;
+      for (std::size_t i = 0; i < rows_[r].size(); ++i) {
+        std::string cell = rows_[r][i];
+        cell.resize(width[i], ' ');
+        line += (i == 0 ? "" : "  ") + cell;
+      }
+      while (!line.empty() && line.back() == ' ')
+        line.pop_back();
+      std::fprintf(out, "%s\n", line.c_str());
+      if (r == 0) std::fprintf(out, "%s\n", std::string(line.size(), '-').c_str());
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+inline std::string fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+// "1234 ns (12.3x)": a competitor's time and its ratio to the reference.
+inline std::string with_ratio(double ns, double reference_ns) {
+  if (ns <= 0) return "-";
+  return fixed(ns, ns < 100 ? 1 : 0) + " (" +
+         fixed(ns / reference_ns, ns / reference_ns < 10 ? 2 : 1) + "x)";
+}
+
+}  // namespace gpumem::bench

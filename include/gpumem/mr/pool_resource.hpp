@@ -1,0 +1,142 @@
+// gpumem/mr/pool_resource.hpp
+//
+// The fast stream-ordered pool: memory is taken from an upstream resource in chunks and handed out
+// again and again without going back to it.
+#pragma once
+
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/memory_resource.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+namespace gpumem {
+
+namespace detail {
+class pool_state;
+}  // namespace detail
+
+// Creation-time settings of a pool_resource.
+struct pool_options {
+  // Taken from the upstream at construction (0: grow on first use).
+  std::size_t initial_size = 0;
+  // Growth step: a miss takes max(chunk_size, the request rounded to 2 MiB) from the upstream.
+  std::size_t chunk_size = 32 * MiB;
+  // The pool never holds more than this from the upstream.
+  std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
+  // Requests up to this size are rounded to a size class and cached per thread; larger ones are
+  // served exactly (256-byte granularity) by the coalescing best fit. At most 4 GiB.
+  std::size_t max_cached_size = 4 * MiB;
+  // Per thread, stream and size class, a thread cache keeps at most this many bytes (and between
+  // 4 and 32 blocks whatever their size).
+  std::size_t thread_cache_class_bytes = 4 * MiB;
+  // Once this many bytes freed on one stream wait for reuse by other streams, the pool records ONE
+  // event on that stream for all of them (a fence). Fences are also made on demand, when another
+  // stream runs short.
+  std::size_t fence_bytes = 64 * MiB;
+  // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
+  // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
+  // Costs a mutex per call: for tests and debugging.
+  bool track_blocks = false;
+  // Streams and events are those of this backend (null: gpumem::backend()).
+  device_backend* backend = nullptr;
+};
+
+// A snapshot of a pool. Exact when no other thread is using the pool; otherwise the per-thread
+// counters may lag by the operations in flight.
+struct pool_statistics {
+  std::size_t held_bytes = 0;  // taken from the upstream, in `chunks` chunks
+  std::size_t peak_held_bytes = 0;
+  std::size_t chunks = 0;
+  std::size_t live_bytes = 0;          // handed out (block sizes, after rounding)
+  std::size_t requested_bytes = 0;     // handed out, as requested
+  std::size_t free_bytes = 0;          // in the coalesced free structures (any stream may use)
+  std::size_t stream_bytes = 0;        // freed, reusable only on their stream until an event says
+  std::size_t cached_bytes = 0;        // in thread caches and per-stream class lists
+  std::size_t largest_free_block = 0;  // in the free structures
+  std::uint64_t allocations = 0;
+  std::uint64_t deallocations = 0;
+  std::uint64_t events_recorded = 0;  // fences: one event for a whole batch of frees
+  std::uint64_t events_completed = 0;
+  std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
+  std::uint64_t upstream_allocations = 0;
+  std::uint64_t upstream_deallocations = 0;
+  std::uint64_t invalid_deallocations = 0;  // caught by track_blocks
+};
+
+// A pool over any upstream memory_resource.
+//
+// Structure. Requests up to `max_cached_size` are rounded to a size class (≤ 12.5% larger). Each
+// thread keeps, per pool and stream, a bounded stack of free blocks per class: the common
+// allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
+// overflow to and refill from per-stream class lists in batches. Behind those, free memory is a
+// coalescing best fit: free extents ordered by address (for merging) and by size (O(log n)
+// lookup), never merged across chunks. Larger requests go straight to the best fit.
+//
+// Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
+// the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
+// stream's current epoch; a fence records ONE event on the stream, covering every extent handed
+// back before it. When that event has completed (queried, without waiting), the stream's
+// extents up to that epoch become free for all streams and merge with their neighbours. Extents
+// are merged only with extents of the same owner (a merged extent takes the later epoch), so a
+// block pending on one stream never leaks to another through coalescing. Fences happen when a
+// stream's waiting bytes pass `fence_bytes`, or when another stream runs short; a stream
+// synchronisation happens only as the last resort before out-of-memory. statistics() counts
+// events so that tests prove there is no event per free.
+//
+// On CUDA's per-thread default stream (one handle naming a different stream in each thread) the
+// owner is the (handle, thread) pair, and only the owning thread fences it.
+//
+// Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
+// call release_stream(s) before destroying s.
+//
+// Thread safety. All members may be called from any thread. The per-thread stacks are private to
+// their thread (thread_local, keyed by pool and stream); everything shared is under one mutex,
+// taken once per batch. A thread's stacks go back to the pool when the thread exits; trim() and
+// the out-of-memory path flush the calling thread's stacks at once and ask other threads to flush
+// theirs at their next call. check_invariants() and exact statistics() need a quiescent pool.
+//
+// Out of memory: after the calling thread's caches are flushed, every completed fence is applied,
+// fences are recorded and waited for, and empty chunks are given back and growth retried, the pool
+// throws gpumem::out_of_memory naming the request, what it holds, the largest free block and the
+// fragmentation.
+//
+// Ownership: the pool owns its chunks and gives them back to the upstream on trim() and
+// destruction; the upstream must outlive the pool. Destroying the pool with blocks still live
+// gives their memory back too (and logs how many bytes were live).
+class pool_resource final : public memory_resource {
+ public:
+  explicit pool_resource(memory_resource& upstream, pool_options options = {});
+  ~pool_resource() override;
+
+  std::string name() const override;
+  // Free: what the pool could still hand out without exceeding its maximum, as far as the
+  // upstream allows; total: the maximum (or the upstream's total).
+  memory_info get_memory_info() const override;
+
+  pool_statistics statistics() const;
+  // Full validator: every byte of every chunk is in exactly one of live (track_blocks only; else by
+  // totals), free, owned by a stream, cached; no overlaps; every index agrees with the others.
+  // Throws gpumem::logic_error naming the first violation. Needs a quiescent pool.
+  void check_invariants() const;
+  // Applies completed fences and gives every completely free chunk back to the upstream; returns
+  // the bytes given back. Never waits for a stream.
+  std::size_t trim();
+  // Waits for `stream` and makes everything freed on it free for all streams; call before
+  // destroying a stream the pool has seen.
+  void release_stream(stream_handle stream);
+
+  pool_options const& options() const noexcept;
+  memory_resource& upstream() const noexcept;
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override;
+
+  std::unique_ptr<detail::pool_state> state_;
+};
+
+}  // namespace gpumem

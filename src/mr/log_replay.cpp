@@ -1,0 +1,334 @@
+// Parsing and replay of RMM-format allocation logs (see log_replay.hpp for the format).
+#include <gpumem/core/error.hpp>
+#include <gpumem/mr/log_replay.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <functional>
+#include <istream>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+
+namespace gpumem {
+
+char const* to_string(log_action action) noexcept {
+  switch (action) {
+    case log_action::allocate:
+      return "allocate";
+    case log_action::free:
+      return "free";
+    case log_action::allocate_failure:
+      return "allocate failure";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
+    s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string_view> split(std::string_view line) {
+  std::vector<std::string_view> fields;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t const comma = line.find(',', start);
+    fields.push_back(trim(line.substr(start, comma - start)));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return fields;
+}
+
+[[noreturn]] void bad_line(std::size_t line, std::string const& what) {
+  throw logic_error("allocation log line " + std::to_string(line) + ": " + what);
+}
+
+std::optional<std::uint64_t> parse_unsigned(std::string_view text, int base) {
+  if (text.empty()) return std::nullopt;
+  std::string const s(text);
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long const v = std::strtoull(s.c_str(), &end, base);
+  if (errno != 0 || end != s.c_str() + s.size() || s.front() == '-') return std::nullopt;
+  return static_cast<std::uint64_t>(v);
+}
+
+std::optional<std::uintptr_t> parse_address(std::string_view text) {
+  std::string const t = lower(text);
+  if (t.empty() || t == "(nil)" || t == "nil" || t == "null" || t == "0") return 0;
+  std::string_view digits = t;
+  if (digits.size() > 2 && digits[0] == '0' && digits[1] == 'x') digits.remove_prefix(2);
+  auto v = parse_unsigned(digits, 16);
+  if (!v) return std::nullopt;
+  return static_cast<std::uintptr_t>(*v);
+}
+
+std::optional<double> parse_time(std::string_view text) {
+  if (text.empty()) return 0.0;
+  std::string const s(text);
+  double seconds = 0;
+  std::size_t pos = 0;
+  int parts = 0;
+  // "HH:MM:SS.ffffff" or plain seconds: fold the colon-separated fields in base 60.
+  for (;;) {
+    std::size_t const colon = s.find(':', pos);
+    std::string const field = s.substr(pos, colon == std::string::npos ? colon : colon - pos);
+    char* end = nullptr;
+    double const v = std::strtod(field.c_str(), &end);
+    if (field.empty() || end != field.c_str() + field.size() || v < 0) return std::nullopt;
+    seconds = seconds * 60 + v;
+    if (++parts > 3) return std::nullopt;
+    if (colon == std::string::npos) break;
+    pos = colon + 1;
+  }
+  return seconds;
+}
+
+struct columns {
+  std::optional<std::size_t> thread, time, stream;
+  std::size_t action = 0, pointer = 0, size = 0;
+  std::size_t needed = 0;  // fields a line must have
+};
+
+columns read_header(std::string_view line, std::size_t line_number) {
+  auto const names = split(line);
+  columns c;
+  std::optional<std::size_t> action, pointer, size;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::string const n = lower(names[i]);
+    if (n == "thread")
+      c.thread = i;
+    else if (n == "time")
+      c.time = i;
+    else if (n == "action")
+      action = i;
+    else if (n == "pointer")
+      pointer = i;
+    else if (n == "size")
+      size = i;
+    else if (n == "stream")
+      c.stream = i;
+  }
+  if (!action || !pointer || !size)
+    bad_line(line_number, "the header '" + std::string(line) +
+                              "' lacks one of the columns Action, Pointer, Size "
+                              "(expected Thread,Time,Action,Pointer,Size,Stream)");
+  c.action = *action;
+  c.pointer = *pointer;
+  c.size = *size;
+  c.needed = 1 + std::max({c.action, c.pointer, c.size, c.thread.value_or(0), c.time.value_or(0),
+                           c.stream.value_or(0)});
+  return c;
+}
+
+log_event read_event(std::string_view line, std::size_t line_number, columns const& c) {
+  auto const fields = split(line);
+  if (fields.size() < c.needed)
+    bad_line(line_number, "expected at least " + std::to_string(c.needed) + " fields, got " +
+                              std::to_string(fields.size()) + " in '" + std::string(line) + "'");
+  log_event e;
+  e.line = line_number;
+  std::string const action = lower(fields[c.action]);
+  if (action == "allocate")
+    e.action = log_action::allocate;
+  else if (action == "free" || action == "deallocate")
+    e.action = log_action::free;
+  else if (action == "allocate failure")
+    e.action = log_action::allocate_failure;
+  else
+    bad_line(line_number, "unknown action '" + std::string(fields[c.action]) +
+                              "' (expected allocate, free or allocate failure)");
+  auto const pointer = parse_address(fields[c.pointer]);
+  if (!pointer) bad_line(line_number, "bad pointer '" + std::string(fields[c.pointer]) + "'");
+  e.pointer = *pointer;
+  auto const size = parse_unsigned(fields[c.size], 10);
+  if (!size) bad_line(line_number, "bad size '" + std::string(fields[c.size]) + "'");
+  e.size = static_cast<std::size_t>(*size);
+  if (c.stream) {
+    auto const stream = parse_address(fields[*c.stream]);
+    if (!stream) bad_line(line_number, "bad stream '" + std::string(fields[*c.stream]) + "'");
+    e.stream = *stream;
+  }
+  if (c.thread) {
+    std::string_view const t = fields[*c.thread];
+    auto const id = parse_unsigned(t, 10);
+    e.thread = id ? *id : std::hash<std::string_view>{}(t);
+  }
+  if (c.time) {
+    auto const time = parse_time(fields[*c.time]);
+    if (!time) bad_line(line_number, "bad time '" + std::string(fields[*c.time]) + "'");
+    e.time_seconds = *time;
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<log_event> parse_log(std::istream& in) {
+  std::vector<log_event> events;
+  std::optional<columns> header;
+  std::string line;
+  std::size_t line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    std::string_view const text = trim(line);
+    if (text.empty()) continue;
+    if (!header) {
+      header = read_header(text, line_number);
+      continue;
+    }
+    events.push_back(read_event(text, line_number, *header));
+  }
+  if (in.bad())
+    throw logic_error("allocation log: read error after line " + std::to_string(line_number));
+  if (!header) throw logic_error("allocation log: empty (no header line)");
+  return events;
+}
+
+std::vector<log_event> parse_log_file(std::string const& path) {
+  std::ifstream in(path);
+  GPUMEM_EXPECTS(in.is_open(), "parse_log_file: cannot open '" + path + "'");
+  return parse_log(in);
+}
+
+namespace {
+
+// Streams of the replay: one per logged stream, created on first use.
+class replay_streams {
+ public:
+  replay_streams(bool honour, std::vector<stream_handle> const& given)
+      : honour_(honour), given_(given) {}
+  ~replay_streams() {
+    if (!given_.empty()) return;
+    for (auto& entry : streams_) {
+      try {
+        backend().destroy_stream(entry.second);
+      } catch (...) {
+      }
+    }
+  }
+  replay_streams(replay_streams const&) = delete;
+  replay_streams& operator=(replay_streams const&) = delete;
+
+  stream_handle get(std::uintptr_t logged) {
+    if (!honour_ || logged == 0) return nullptr;
+    auto it = streams_.find(logged);
+    if (it != streams_.end()) return it->second;
+    stream_handle s =
+        given_.empty() ? backend().create_stream(true) : given_[streams_.size() % given_.size()];
+    streams_.emplace(logged, s);
+    return s;
+  }
+  void synchronize_all() {
+    backend().synchronize_stream(nullptr);
+    for (auto& entry : streams_)
+      backend().synchronize_stream(entry.second);
+  }
+
+ private:
+  bool honour_;
+  std::vector<stream_handle> const& given_;
+  std::unordered_map<std::uintptr_t, stream_handle> streams_;
+};
+
+struct live_block {
+  void* pointer;
+  std::size_t size;
+  stream_handle stream;
+};
+
+}  // namespace
+
+replay_result replay(std::vector<log_event> const& events, memory_resource& resource,
+                     replay_options const& options) {
+  replay_result result;
+  replay_streams streams(options.honour_streams, options.streams);
+  std::unordered_map<std::uintptr_t, live_block> live;
+  live.reserve(1024);
+  std::size_t live_bytes = 0;
+  auto sample_held = [&] {
+    if (options.held_bytes)
+      result.peak_held_bytes = std::max(result.peak_held_bytes, options.held_bytes());
+  };
+
+  std::exception_ptr stopped_by;
+  auto const start = std::chrono::steady_clock::now();
+  for (log_event const& e : events) {
+    ++result.events;
+    if (e.action == log_action::allocate_failure) {
+      ++result.logged_failures;
+      continue;
+    }
+    stream_handle const stream = streams.get(e.stream);
+    if (e.action == log_action::allocate) {
+      if (e.pointer == 0 || e.size == 0) continue;  // a zero-byte request: nothing to replay
+      auto const old = live.find(e.pointer);
+      if (old != live.end()) {
+        // The log shows the pointer allocated twice without a free (a truncated or merged log):
+        // the earlier block is freed so that the replay does not leak.
+        resource.deallocate(old->second.pointer, old->second.size, old->second.stream);
+        live_bytes -= old->second.size;
+        live.erase(old);
+        ++result.unmatched_frees;
+      }
+      void* p = nullptr;
+      try {
+        p = resource.allocate(e.size, stream);
+      } catch (out_of_memory const&) {
+        ++result.out_of_memory;
+        if (options.stop_on_out_of_memory) {
+          stopped_by = std::current_exception();
+          break;
+        }
+        continue;
+      }
+      ++result.allocations;
+      live.emplace(e.pointer, live_block{p, e.size, stream});
+      live_bytes += e.size;
+      result.peak_live_bytes = std::max(result.peak_live_bytes, live_bytes);
+      sample_held();
+    } else {
+      if (e.pointer == 0) continue;
+      auto const it = live.find(e.pointer);
+      if (it == live.end()) {
+        ++result.unmatched_frees;
+        continue;
+      }
+      // The size allocated, not the logged one: a resource must get back what it handed out.
+      resource.deallocate(it->second.pointer, it->second.size, stream);
+      live_bytes -= it->second.size;
+      live.erase(it);
+      ++result.frees;
+      sample_held();
+    }
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.leftover_allocations = live.size();
+  if (options.free_leftovers) {
+    for (auto const& entry : live)
+      resource.deallocate(entry.second.pointer, entry.second.size, entry.second.stream);
+    streams.synchronize_all();
+  }
+  if (stopped_by) std::rethrow_exception(stopped_by);
+  return result;
+}
+
+}  // namespace gpumem

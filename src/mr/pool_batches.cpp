@@ -1,0 +1,299 @@
+// pool_resource's back end, second half: batches between thread caches and the per-stream class
+// lists, the large-size path, cache lifetimes, block tracking, and the whole-pool operations
+// (trim, release_stream, statistics). The extents, fences and growth are in pool_state.cpp.
+#include "pool_state.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+namespace gpumem::detail {
+
+namespace {
+
+std::string hex(std::uintptr_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+// --- front-end support ---------------------------------------------------------------------------
+
+void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_bin& bin = cache.bins[cls];
+  pool_stream& s = *cache.stream;
+  std::size_t const size = pool_class_size(cls);
+  std::uint32_t const want = std::max<std::uint32_t>(1, bin.cap / 2);
+  auto& list = s.class_lists[cls];
+  std::uint32_t got = 0;
+  while (got < want && !list.empty()) {
+    bin.slots[bin.count++] = list.back();
+    list.pop_back();
+    ++got;
+  }
+  s.class_list_bytes -= got * size;
+  if (got == 0) {
+    // One carve for the whole batch when an extent is large enough.
+    if (std::uintptr_t base = want > 1 ? best_fit_locked(want * size, s) : 0) {
+      for (std::uint32_t i = 0; i < want; ++i)
+        bin.slots[bin.count++] = reinterpret_cast<void*>(base + (want - 1 - i) * size);
+      got = want;
+    } else if (std::uintptr_t block = split_larger_locked(cls, s)) {
+      // A block of a larger class of this stream, cut into blocks of this class; the rest goes
+      // back to the stream's extents. Cheaper than draining every list to find a fit.
+      std::size_t const whole = last_split_size_;
+      std::uint32_t const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, whole / size));
+      for (std::uint32_t i = 0; i < n; ++i)
+        bin.slots[bin.count++] = reinterpret_cast<void*>(block + (n - 1 - i) * size);
+      if (whole > n * size)
+        give_back_locked(reinterpret_cast<void*>(block + n * size), whole - n * size, s);
+      got = n;
+    } else {
+      bin.slots[bin.count++] = obtain_locked(size, s);
+      got = 1;
+    }
+  }
+  pool_bump(cache.counters.cached_bytes, got * size);
+}
+
+std::uintptr_t pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
+  for (unsigned c = cls + 1; c < num_classes_; ++c) {
+    auto& list = s.class_lists[c];
+    if (list.empty()) continue;
+    auto const block = reinterpret_cast<std::uintptr_t>(list.back());
+    list.pop_back();
+    last_split_size_ = pool_class_size(c);
+    s.class_list_bytes -= last_split_size_;
+    return block;
+  }
+  return 0;
+}
+
+void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_bin& bin = cache.bins[cls];
+  pool_stream& s = *cache.stream;
+  std::size_t const size = pool_class_size(cls);
+  std::uint32_t const move = std::max<std::uint32_t>(1, bin.cap / 2);
+  auto& list = s.class_lists[cls];
+  std::uint32_t moved = 0;
+  try {
+    list.reserve(list.size() + move);
+    for (; moved < move; ++moved)
+      list.push_back(bin.slots[--bin.count]);
+  } catch (...) {
+    // No memory for the list: hand the blocks to the extents one by one instead.
+    for (; moved < move; ++moved)
+      give_back_locked(bin.slots[--bin.count], size, s);
+  }
+  s.class_list_bytes += moved * size;
+  s.unfenced_bytes += moved * size;
+  pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(moved * size));
+  after_give_back_locked(s);
+}
+
+void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
+  pool_stream& s = *cache.stream;
+  std::int64_t moved_bytes = 0;
+  for (unsigned c = 0; c < cache.num_classes; ++c) {
+    pool_bin& bin = cache.bins[c];
+    std::size_t const size = pool_class_size(c);
+    while (bin.count > 0) {
+      void* p = bin.slots[bin.count - 1];
+      try {
+        s.class_lists[c].push_back(p);
+        s.class_list_bytes += size;
+        s.unfenced_bytes += size;
+      } catch (...) {
+        give_back_locked(p, size, s);
+      }
+      --bin.count;
+      moved_bytes += static_cast<std::int64_t>(size);
+    }
+  }
+  pool_bump(cache.counters.cached_bytes, -moved_bytes);
+}
+
+void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    p = obtain_locked(size, stream_locked(stream));
+    large_live_ += size;
+    large_requested_ += requested;
+    ++large_allocations_;
+  }
+  if (options_.track_blocks) track_allocate(p, size, requested, stream);
+  return p;
+}
+
+void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t requested,
+                                  stream_handle stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_stream* s = nullptr;
+  try {
+    s = &stream_locked(stream);
+  } catch (std::exception const& e) {
+    log(log_level::error,
+        name() + ": lost " + hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
+    return;
+  }
+  give_back_locked(ptr, size, *s);
+  large_live_ -= size;
+  large_requested_ -= requested;
+  ++large_deallocations_;
+  after_give_back_locked(*s);
+}
+
+std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) {
+  auto cache = std::make_shared<pool_thread_cache>();
+  cache->num_classes = num_classes_;
+  cache->bins = std::make_unique<pool_bin[]>(num_classes_);
+  for (unsigned c = 0; c < num_classes_; ++c) {
+    std::size_t const by_bytes = options_.thread_cache_class_bytes / pool_class_size(c);
+    cache->bins[c].cap =
+        static_cast<std::uint32_t>(std::clamp<std::size_t>(by_bytes, 4, pool_bin_slots));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache->stream = &stream_locked(stream);
+  cache->seen_flush = flush_request_.load(std::memory_order_relaxed);
+  caches_.push_back(cache);
+  cache->pool.store(this);
+  return cache;
+}
+
+void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  flush_cache_locked(cache);
+  retired_live_ += cache.counters.live_bytes.load();
+  retired_requested_ += cache.counters.requested_bytes.load();
+  retired_allocations_ += cache.counters.allocations.load();
+  retired_deallocations_ += cache.counters.deallocations.load();
+  caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
+                               [&](auto const& c) { return c.get() == &cache; }),
+                caches_.end());
+  cache.pool.store(nullptr);
+}
+
+void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle) {
+  std::lock_guard<std::mutex> lock(tracking_mutex_);
+  auto const [it, fresh] =
+      tracked_.emplace(reinterpret_cast<std::uintptr_t>(ptr), tracked_block{size, requested});
+  if (!fresh)
+    throw logic_error(name() + ": handed out " + hex(it->first) + " twice (internal error)");
+}
+
+bool pool_state::track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept {
+  std::lock_guard<std::mutex> lock(tracking_mutex_);
+  auto it = tracked_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  std::string problem;
+  if (it == tracked_.end())
+    problem = "is not allocated (double free or foreign pointer)";
+  else if (it->second.size != size)
+    problem = "was allocated with " + std::to_string(it->second.requested) + " bytes, freed with " +
+              std::to_string(requested);
+  if (!problem.empty()) {
+    invalid_deallocations_.fetch_add(1);
+    log(log_level::error, name() + ": deallocate(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                              ", " + std::to_string(requested) + "): " + problem + "; ignored");
+    return false;
+  }
+  tracked_.erase(it);
+  return true;
+}
+
+// --- whole-pool operations -----------------------------------------------------------------------
+
+std::size_t pool_state::trim() {
+  flush_request_.fetch_add(1, std::memory_order_relaxed);
+  flush_calling_thread();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : streams_)
+    drain_class_lists_locked(*entry.second);
+  for (auto& entry : streams_)
+    settle_locked(*entry.second);
+  poll_locked();
+  return trim_locked();
+}
+
+void pool_state::release_stream(stream_handle stream) {
+  flush_calling_thread();
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_stream& s = stream_locked(stream);
+  drain_class_lists_locked(s);
+  backend_.synchronize_stream(stream);
+  ++synchronizations_;
+  for (auto& fence : s.fences)
+    spare_events_.push_back(fence.event);
+  events_completed_ += s.fences.size();
+  s.fences.clear();
+  s.unfenced_bytes = 0;
+  release_owner_locked(s, std::numeric_limits<std::uint64_t>::max());
+  ++s.epoch;
+}
+
+pool_statistics pool_state::statistics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_statistics st;
+  st.held_bytes = held_;
+  st.peak_held_bytes = peak_held_;
+  st.chunks = chunks_.size();
+  std::int64_t live = static_cast<std::int64_t>(large_live_) + retired_live_;
+  std::int64_t requested = static_cast<std::int64_t>(large_requested_) + retired_requested_;
+  std::int64_t cached = 0;
+  st.allocations = large_allocations_ + retired_allocations_;
+  st.deallocations = large_deallocations_ + retired_deallocations_;
+  for (auto const& cache : caches_) {
+    live += cache->counters.live_bytes.load(std::memory_order_relaxed);
+    requested += cache->counters.requested_bytes.load(std::memory_order_relaxed);
+    cached += cache->counters.cached_bytes.load(std::memory_order_relaxed);
+    st.allocations += cache->counters.allocations.load(std::memory_order_relaxed);
+    st.deallocations += cache->counters.deallocations.load(std::memory_order_relaxed);
+  }
+  for (auto const& entry : streams_) {
+    st.stream_bytes += entry.second->owned_bytes;
+    cached += static_cast<std::int64_t>(entry.second->class_list_bytes);
+  }
+  st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
+  st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
+  st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
+  st.free_bytes = free_bytes_;
+  st.largest_free_block = largest_free_locked();
+  st.events_recorded = events_recorded_;
+  st.events_completed = events_completed_;
+  st.synchronizations = synchronizations_;
+  st.upstream_allocations = upstream_allocations_;
+  st.upstream_deallocations = upstream_deallocations_;
+  st.invalid_deallocations = invalid_deallocations_.load();
+  return st;
+}
+
+memory_info pool_state::memory_info_snapshot() const {
+  std::size_t held = 0;
+  std::size_t internal = 0;
+  {
+    pool_statistics const st = statistics();
+    held = st.held_bytes;
+    internal = st.free_bytes + st.stream_bytes + st.cached_bytes;
+  }
+  std::size_t const room = options_.maximum_size - std::min(options_.maximum_size, held);
+  memory_info info;
+  try {
+    memory_info const up = upstream_.get_memory_info();
+    info.total = std::min(up.total, options_.maximum_size);
+    info.free = std::min(up.free, room) + internal;
+  } catch (not_supported const&) {
+    if (options_.maximum_size == std::numeric_limits<std::size_t>::max()) throw;
+    info.total = options_.maximum_size;
+    info.free = room + internal;
+  }
+  return info;
+}
+
+}  // namespace gpumem::detail

@@ -1,0 +1,188 @@
+// pool_resource's full-structure validator (tests call it after every step of the model-based
+// stress test). Independent of the fast paths: it rebuilds the picture of every chunk from the
+// indexes and checks that they agree.
+#include "pool_state.hpp"
+
+#include <gpumem/core/error.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace gpumem::detail {
+
+namespace {
+
+enum class range_kind { free, owned, listed, cached, live };
+
+char const* to_text(range_kind k) {
+  switch (k) {
+    case range_kind::free:
+      return "free";
+    case range_kind::owned:
+      return "stream-owned";
+    case range_kind::listed:
+      return "in a stream class list";
+    case range_kind::cached:
+      return "in a thread cache";
+    case range_kind::live:
+      return "live";
+  }
+  return "?";
+}
+
+struct range {
+  std::uintptr_t addr;
+  std::size_t size;
+  range_kind kind;
+};
+
+[[noreturn]] void fail(std::string const& pool, std::string const& what) {
+  throw logic_error(pool + ": invariant violated: " + what);
+}
+
+std::string at(std::uintptr_t addr) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(addr));
+  return text;
+}
+
+}  // namespace
+
+void pool_state::check_invariants() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> tracking(tracking_mutex_);
+  std::string const me = name();
+  std::vector<range> ranges;
+
+  // Extents: each in exactly the index of its owner, inside its chunk, granular, maximal.
+  std::size_t free_sum = 0;
+  std::map<pool_stream const*, std::size_t> owned_sum;
+  std::map<pool_chunk const*, std::size_t> chunk_free;
+  std::size_t indexed = free_by_size_.size();
+  for (auto const& entry : streams_)
+    indexed += entry.second->by_size.size();
+  if (indexed != extents_.size())
+    fail(me, std::to_string(extents_.size()) + " extents but " + std::to_string(indexed) +
+                 " size-index entries");
+  std::uintptr_t prev_end = 0;
+  pool_extent const* prev = nullptr;
+  for (auto const& [addr, e] : extents_) {
+    if (e.size == 0 || e.size % pool_granularity != 0 || addr % pool_granularity != 0)
+      fail(me, "extent " + at(addr) + " has size " + std::to_string(e.size));
+    if (e.chunk == nullptr || addr < e.chunk->base || addr + e.size > e.chunk->base + e.chunk->size)
+      fail(me, "extent " + at(addr) + " is not inside its chunk");
+    auto const& index = e.owner != nullptr ? e.owner->by_size : free_by_size_;
+    if (index.count({e.size, addr}) != 1)
+      fail(me, "extent " + at(addr) + " is missing from its owner's size index");
+    if (prev != nullptr && prev_end == addr && prev->chunk == e.chunk && prev->owner == e.owner)
+      fail(me, "extents ending and starting at " + at(addr) +
+                   " have the same owner but were not merged");
+    if (e.owner != nullptr) {
+      if (e.epoch > e.owner->epoch)
+        fail(me, "extent " + at(addr) + " has an epoch from the future");
+      if (e.epoch <= e.owner->completed)
+        fail(me, "extent " + at(addr) + " is covered by a completed fence but still owned");
+      owned_sum[e.owner] += e.size;
+    } else {
+      free_sum += e.size;
+    }
+    chunk_free[e.chunk] += e.size;
+    ranges.push_back({addr, e.size, e.owner != nullptr ? range_kind::owned : range_kind::free});
+    prev_end = addr + e.size;
+    prev = &e;
+  }
+  if (free_sum != free_bytes_)
+    fail(me,
+         "free bytes counter " + std::to_string(free_bytes_) + " != " + std::to_string(free_sum));
+
+  std::size_t listed_total = 0;
+  for (auto const& entry : streams_) {
+    pool_stream const& s = *entry.second;
+    if (owned_sum[&s] != s.owned_bytes)
+      fail(me, "a stream's owned bytes " + std::to_string(s.owned_bytes) +
+                   " != " + std::to_string(owned_sum[&s]));
+    std::uint64_t last = s.completed;
+    for (auto const& fence : s.fences) {
+      if (fence.epoch <= last || fence.epoch >= s.epoch) fail(me, "fence epochs out of order");
+      last = fence.epoch;
+    }
+    std::size_t listed = 0;
+    for (unsigned c = 0; c < num_classes_; ++c)
+      for (void* p : s.class_lists[c]) {
+        ranges.push_back(
+            {reinterpret_cast<std::uintptr_t>(p), pool_class_size(c), range_kind::listed});
+        listed += pool_class_size(c);
+      }
+    if (listed != s.class_list_bytes)
+      fail(me, "a stream's class-list bytes " + std::to_string(s.class_list_bytes) +
+                   " != " + std::to_string(listed));
+    listed_total += listed;
+  }
+
+  std::int64_t cached_total = 0;
+  std::int64_t live_total = static_cast<std::int64_t>(large_live_) + retired_live_;
+  for (auto const& cache : caches_) {
+    std::int64_t cached = 0;
+    for (unsigned c = 0; c < cache->num_classes; ++c) {
+      pool_bin const& bin = cache->bins[c];
+      if (bin.count > bin.cap) fail(me, "a thread cache bin holds more than its capacity");
+      for (std::uint32_t i = 0; i < bin.count; ++i)
+        ranges.push_back({reinterpret_cast<std::uintptr_t>(bin.slots[i]), pool_class_size(c),
+                          range_kind::cached});
+      cached += static_cast<std::int64_t>(bin.count * pool_class_size(c));
+    }
+    if (cached != cache->counters.cached_bytes.load())
+      fail(me, "a thread cache counts " + std::to_string(cache->counters.cached_bytes.load()) +
+                   " cached bytes but holds " + std::to_string(cached));
+    cached_total += cached;
+    live_total += cache->counters.live_bytes.load();
+  }
+
+  std::size_t live_tracked = 0;
+  for (auto const& [addr, block] : tracked_) {
+    ranges.push_back({addr, block.size, range_kind::live});
+    live_tracked += block.size;
+  }
+
+  // Every range inside one chunk, no two overlapping.
+  std::sort(ranges.begin(), ranges.end(),
+            [](range const& a, range const& b) { return a.addr < b.addr; });
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    range const& r = ranges[i];
+    auto it = chunks_.upper_bound(r.addr);
+    if (it == chunks_.begin() ||
+        r.addr + r.size > std::prev(it)->second.base + std::prev(it)->second.size)
+      fail(me, std::string(to_text(r.kind)) + " block " + at(r.addr) + " is outside every chunk");
+    if (i > 0 && ranges[i - 1].addr + ranges[i - 1].size > r.addr)
+      fail(me, std::string(to_text(ranges[i - 1].kind)) + " block " + at(ranges[i - 1].addr) +
+                   " overlaps " + to_text(r.kind) + " block " + at(r.addr));
+  }
+
+  std::size_t held = 0;
+  for (auto const& [base, chunk] : chunks_) {
+    if (chunk.base != base) fail(me, "chunk key mismatch at " + at(base));
+    held += chunk.size;
+    if (chunk_free[&chunk] != chunk.free_bytes)
+      fail(me, "chunk " + at(base) + " counts " + std::to_string(chunk.free_bytes) +
+                   " free bytes but its extents hold " + std::to_string(chunk_free[&chunk]));
+  }
+  if (held != held_)
+    fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
+
+  std::size_t owned_total = 0;
+  for (auto const& entry : owned_sum)
+    owned_total += entry.second;
+  std::size_t const accounted = free_sum + owned_total + listed_total +
+                                static_cast<std::size_t>(cached_total) +
+                                static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));
+  if (live_total < 0) fail(me, "live bytes are negative: " + std::to_string(live_total));
+  if (accounted != held)
+    fail(me, "held " + std::to_string(held) +
+                 " bytes but free + stream-owned + cached + live = " + std::to_string(accounted));
+  if (options_.track_blocks && live_tracked != static_cast<std::size_t>(live_total))
+    fail(me, "tracked live blocks hold " + std::to_string(live_tracked) + " bytes, counters say " +
+                 std::to_string(live_total));
+}
+
+}  // namespace gpumem::detail

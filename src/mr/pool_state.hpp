@@ -1,0 +1,217 @@
+// Internals of pool_resource (private to src/mr/pool_*.cpp).
+//
+// pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
+// end (chunks, free extents, per-stream ownership and fences, pool_state.cpp). Everything in the
+// back end is guarded by pool_state::mutex_; a pool_thread_cache is touched only by its thread,
+// except by the pool's destructor and by thread exit (both under the registry mutex).
+#pragma once
+
+#include <gpumem/mr/detail/pool_size_classes.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace gpumem::detail {
+
+class pool_state;
+
+struct pool_chunk {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  std::size_t free_bytes = 0;  // in extents (free or stream-owned)
+};
+
+using pool_size_index = std::set<std::pair<std::size_t, std::uintptr_t>>;
+
+struct pool_fence {
+  event_handle event = nullptr;
+  std::uint64_t epoch = 0;  // extents with this epoch or lower are covered
+};
+
+// A stream's share of the pool: blocks freed on it, reusable at once by it and by others only
+// after a fence (one event) recorded after their free has completed.
+struct pool_stream {
+  stream_handle handle = nullptr;
+  std::thread::id thread;  // the owner of a per-thread default stream; empty otherwise
+  bool per_thread = false;
+  std::uint64_t epoch = 1;      // given to extents handed back now
+  std::uint64_t completed = 0;  // every extent with epoch <= completed is safe for all streams
+  std::deque<pool_fence> fences;
+  pool_size_index by_size;         // the extents this stream owns
+  std::size_t owned_bytes = 0;     // bytes of those extents
+  std::size_t unfenced_bytes = 0;  // handed back since the last fence (extents and class lists)
+  std::vector<std::vector<void*>> class_lists;  // whole blocks freed on this stream, per class
+  std::size_t class_list_bytes = 0;
+};
+
+struct pool_extent {
+  std::size_t size = 0;
+  pool_stream* owner = nullptr;  // null: free for every stream
+  std::uint64_t epoch = 0;
+  pool_chunk* chunk = nullptr;
+};
+
+inline constexpr std::uint32_t pool_bin_slots = 32;
+
+struct pool_bin {
+  std::uint32_t count = 0;
+  std::uint32_t cap = 0;
+  void* slots[pool_bin_slots];
+};
+
+// Counters written only by the owning thread (relaxed load + store, no read-modify-write) and
+// read by statistics() from any thread.
+struct pool_cache_counters {
+  std::atomic<std::int64_t> live_bytes{0};
+  std::atomic<std::int64_t> requested_bytes{0};
+  std::atomic<std::int64_t> cached_bytes{0};
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> deallocations{0};
+};
+
+template <class T, class D>
+inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + static_cast<T>(delta),
+                std::memory_order_relaxed);
+}
+
+// One thread's free blocks of one pool for one stream.
+struct pool_thread_cache {
+  std::atomic<pool_state*> pool{nullptr};  // null once the pool is destroyed
+  pool_stream* stream = nullptr;
+  std::uint64_t seen_flush = 0;
+  std::unique_ptr<pool_bin[]> bins;
+  unsigned num_classes = 0;
+  pool_cache_counters counters;
+};
+
+std::mutex& pool_registry_mutex() noexcept;
+
+class pool_state {
+ public:
+  pool_state(memory_resource& upstream, pool_options const& options);
+  ~pool_state();
+  pool_state(pool_state const&) = delete;
+  pool_state& operator=(pool_state const&) = delete;
+
+  // --- front end (pool_thread_cache.cpp) ---
+  void* allocate(std::size_t bytes, stream_handle stream);
+  void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept;
+
+  // --- back end (pool_state.cpp) ---
+  void refill(pool_thread_cache& cache, unsigned cls);
+  void overflow(pool_thread_cache& cache, unsigned cls) noexcept;
+  void* allocate_large(std::size_t size, std::size_t requested, stream_handle stream);
+  void deallocate_large(void* ptr, std::size_t size, std::size_t requested,
+                        stream_handle stream) noexcept;
+  std::shared_ptr<pool_thread_cache> make_cache(stream_handle stream);
+  // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
+  void retire_cache(pool_thread_cache& cache) noexcept;
+  // The calling thread's caches of this pool go back to the per-stream lists.
+  void flush_calling_thread();
+  void track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle stream);
+  bool track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept;
+
+  pool_statistics statistics() const;
+  void check_invariants() const;
+  std::size_t trim();
+  void release_stream(stream_handle stream);
+  memory_info memory_info_snapshot() const;
+
+  std::uint64_t id() const noexcept { return id_; }
+  unsigned num_classes() const noexcept { return num_classes_; }
+  std::uint64_t flush_request() const noexcept {
+    return flush_request_.load(std::memory_order_relaxed);
+  }
+  pool_options const& options() const noexcept { return options_; }
+  memory_resource& upstream() const noexcept { return upstream_; }
+  std::string name() const;
+
+  // Used by the thread-cache code with mutex_ held.
+  void flush_cache_locked(pool_thread_cache& cache) noexcept;
+  std::size_t flush_calling_thread_locked() noexcept;
+  std::mutex& mutex() const noexcept { return mutex_; }
+
+ private:
+  using extent_map = std::map<std::uintptr_t, pool_extent>;
+
+  pool_stream& stream_locked(stream_handle handle);
+  bool fenceable(pool_stream const& s) const noexcept;
+  pool_size_index& index_of(pool_stream* owner) noexcept {
+    return owner != nullptr ? owner->by_size : free_by_size_;
+  }
+  pool_chunk* chunk_of_locked(std::uintptr_t addr) noexcept;
+  bool insert_extent_locked(std::uintptr_t addr, std::size_t size, pool_stream* owner,
+                            std::uint64_t epoch, pool_chunk* chunk);
+  void erase_extent_locked(extent_map::iterator it);
+  std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
+  void* obtain_locked(std::size_t size, pool_stream& s);
+  std::uintptr_t split_larger_locked(unsigned cls, pool_stream& s);
+  void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
+  void after_give_back_locked(pool_stream& s) noexcept;
+  void drain_class_lists_locked(pool_stream& s);
+  void fence_locked(pool_stream& s);
+  void settle_locked(pool_stream& s);
+  bool poll_locked();
+  void release_owner_locked(pool_stream& s, std::uint64_t upto);
+  bool grow_locked(std::size_t size);
+  std::size_t trim_locked();
+  std::size_t largest_free_locked() const noexcept;
+  [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
+  event_handle take_event_locked();
+
+  memory_resource& upstream_;
+  pool_options options_;
+  device_backend& backend_;
+  unsigned num_classes_;
+  std::uint64_t id_;
+  stream_handle per_thread_handle_ = nullptr;
+  bool has_per_thread_handle_ = false;
+  std::atomic<std::uint64_t> flush_request_{0};
+
+  mutable std::mutex mutex_;
+  std::map<std::uintptr_t, pool_chunk> chunks_;
+  extent_map extents_;
+  pool_size_index free_by_size_;
+  std::size_t free_bytes_ = 0;  // bytes of extents owned by no stream
+  std::map<std::pair<stream_handle, std::thread::id>, std::unique_ptr<pool_stream>> streams_;
+  std::vector<std::shared_ptr<pool_thread_cache>> caches_;
+  std::vector<event_handle> spare_events_;
+  std::size_t last_split_size_ = 0;
+  std::size_t held_ = 0;
+  std::size_t peak_held_ = 0;
+  std::size_t large_live_ = 0;
+  std::size_t large_requested_ = 0;
+  std::uint64_t large_allocations_ = 0;
+  std::uint64_t large_deallocations_ = 0;
+  // Counters of caches whose thread has exited.
+  std::int64_t retired_live_ = 0;
+  std::int64_t retired_requested_ = 0;
+  std::uint64_t retired_allocations_ = 0;
+  std::uint64_t retired_deallocations_ = 0;
+  std::uint64_t events_recorded_ = 0;
+  std::uint64_t events_completed_ = 0;
+  std::uint64_t synchronizations_ = 0;
+  std::uint64_t upstream_allocations_ = 0;
+  std::uint64_t upstream_deallocations_ = 0;
+
+  struct tracked_block {
+    std::size_t size;
+    std::size_t requested;
+  };
+  mutable std::mutex tracking_mutex_;
+  std::unordered_map<std::uintptr_t, tracked_block> tracked_;
+  std::atomic<std::uint64_t> invalid_deallocations_{0};
+};
+
+}  // namespace gpumem::detail

@@ -1,0 +1,149 @@
+// The front end of pool_resource: per-thread, per-pool, per-stream stacks of free blocks by size
+// class. The common allocate/deallocate touches only the calling thread's stack: no lock and no
+// atomic read-modify-write (the counters are owner-written relaxed stores).
+//
+// Lifetime: a thread's caches live in a thread_local table; the pool also holds them (to flush
+// them, count them and validate). At thread exit the table hands every cache back to its pool if
+// the pool still exists; the registry mutex orders that against the pool's destructor, which
+// marks its caches dead. Pool ids are never reused, so a dead entry is never matched again.
+#include "pool_state.hpp"
+
+#include <gpumem/core/logging.hpp>
+
+namespace gpumem::detail {
+
+namespace {
+
+struct tls_entry {
+  std::uint64_t pool_id;
+  stream_handle stream;
+  std::shared_ptr<pool_thread_cache> cache;
+};
+
+struct tls_table {
+  std::uint64_t last_id = 0;
+  stream_handle last_stream = nullptr;
+  pool_thread_cache* last = nullptr;
+  std::vector<tls_entry> entries;
+
+  ~tls_table() {
+    std::lock_guard<std::mutex> registry(pool_registry_mutex());
+    for (auto& entry : entries)
+      if (pool_state* pool = entry.cache->pool.load()) pool->retire_cache(*entry.cache);
+  }
+};
+
+thread_local tls_table tls;
+
+pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream) {
+  tls_table& t = tls;
+  for (auto& entry : t.entries) {
+    if (entry.pool_id == pool.id() && entry.stream == stream) {
+      t.last_id = entry.pool_id;
+      t.last_stream = stream;
+      t.last = entry.cache.get();
+      return t.last;
+    }
+  }
+  // Forget caches of destroyed pools before adding one.
+  t.entries.erase(
+      std::remove_if(t.entries.begin(), t.entries.end(),
+                     [](tls_entry const& e) { return e.cache->pool.load() == nullptr; }),
+      t.entries.end());
+  t.entries.push_back({pool.id(), stream, pool.make_cache(stream)});
+  t.last_id = pool.id();
+  t.last_stream = stream;
+  t.last = t.entries.back().cache.get();
+  return t.last;
+}
+
+inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
+  tls_table& t = tls;
+  if (t.last_id == pool.id() && t.last_stream == stream) return t.last;
+  return find_or_make(pool, stream);
+}
+
+}  // namespace
+
+std::size_t pool_state::flush_calling_thread_locked() noexcept {
+  std::size_t flushed = 0;
+  for (auto& entry : tls.entries)
+    if (entry.pool_id == id_) {
+      flushed += static_cast<std::size_t>(entry.cache->counters.cached_bytes.load());
+      flush_cache_locked(*entry.cache);
+      entry.cache->seen_flush = flush_request_.load(std::memory_order_relaxed);
+    }
+  return flushed;
+}
+
+void pool_state::flush_calling_thread() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  flush_calling_thread_locked();
+}
+
+void* pool_state::allocate(std::size_t bytes, stream_handle stream) {
+  if (bytes > options_.max_cached_size) return allocate_large(pool_round_up(bytes), bytes, stream);
+  unsigned const cls = pool_size_class(bytes);
+  pool_thread_cache& cache = *cache_for(*this, stream);
+  if (cache.seen_flush != flush_request_.load(std::memory_order_relaxed)) flush_calling_thread();
+  pool_bin& bin = cache.bins[cls];
+  if (bin.count == 0) refill(cache, cls);
+  void* p = bin.slots[--bin.count];
+  std::size_t const size = pool_class_size(cls);
+  pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(size));
+  pool_bump(cache.counters.live_bytes, size);
+  pool_bump(cache.counters.requested_bytes, bytes);
+  pool_bump(cache.counters.allocations, 1);
+  if (options_.track_blocks) {
+    try {
+      track_allocate(p, size, bytes, stream);
+    } catch (...) {
+      bin.slots[bin.count++] = p;
+      throw;
+    }
+  }
+  return p;
+}
+
+void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {
+  if (ptr == nullptr) return;
+  bool const cached = bytes <= options_.max_cached_size;
+  std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
+  if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
+  if (!cached) {
+    deallocate_large(ptr, size, bytes, stream);
+    return;
+  }
+  unsigned const cls = pool_size_class(bytes);
+  pool_thread_cache* cache = nullptr;
+  try {
+    cache = cache_for(*this, stream);
+  } catch (std::exception const& e) {
+    // No memory for a cache: the block goes straight back to the shared structures.
+    log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
+    deallocate_large(ptr, size, bytes, stream);
+    std::lock_guard<std::mutex> lock(mutex_);
+    large_live_ += size;  // deallocate_large counted it as a large block; it was not one
+    large_requested_ += bytes;
+    --large_deallocations_;
+    retired_live_ -= static_cast<std::int64_t>(size);
+    retired_requested_ -= static_cast<std::int64_t>(bytes);
+    ++retired_deallocations_;
+    return;
+  }
+  if (cache->seen_flush != flush_request_.load(std::memory_order_relaxed)) {
+    try {
+      flush_calling_thread();
+    } catch (...) {
+    }
+  }
+  pool_bin& bin = cache->bins[cls];
+  if (bin.count == bin.cap) overflow(*cache, cls);
+  bin.slots[bin.count++] = ptr;
+  pool_bump(cache->counters.cached_bytes, size);
+  pool_bump(cache->counters.live_bytes, -static_cast<std::int64_t>(size));
+  pool_bump(cache->counters.requested_bytes, -static_cast<std::int64_t>(bytes));
+  pool_bump(cache->counters.deallocations, 1);
+}
+
+}  // namespace gpumem::detail

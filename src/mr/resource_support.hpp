@@ -1,0 +1,44 @@
+// Private helpers of the mr/ sources: the text of pointers and streams in messages, and the one way
+// a noexcept deallocation reports a failure it must swallow.
+#pragma once
+
+#include <gpumem/core/logging.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+namespace gpumem::detail {
+
+inline std::string pointer_text(void const* p) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return buffer;
+}
+
+inline std::string stream_text(stream_handle stream) {
+  return pointer_text(static_cast<void const*>(stream));
+}
+
+// Called from inside a catch block of a noexcept deallocation.
+inline void report_deallocate_failure(std::string const& resource, void const* ptr,
+                                      std::size_t bytes) noexcept {
+  try {
+    std::string what = "unknown exception";
+    try {
+      throw;
+    } catch (std::exception const& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log(log_level::error, resource + ": deallocate(" + pointer_text(ptr) + ", " +
+                              std::to_string(bytes) + ") failed: " + what);
+  } catch (...) {
+  }
+}
+
+}  // namespace gpumem::detail

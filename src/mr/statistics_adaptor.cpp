@@ -1,0 +1,55 @@
+#include <gpumem/mr/statistics_adaptor.hpp>
+
+#include <algorithm>
+
+namespace gpumem {
+
+void statistics_adaptor::atomic_counter::add(std::int64_t amount) noexcept {
+  std::int64_t const now = current.fetch_add(amount, std::memory_order_relaxed) + amount;
+  total.fetch_add(amount, std::memory_order_relaxed);
+  std::int64_t seen = peak.load(std::memory_order_relaxed);
+  while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+}
+
+void statistics_adaptor::atomic_counter::subtract(std::int64_t amount) noexcept {
+  current.fetch_sub(amount, std::memory_order_relaxed);
+}
+
+resource_counter statistics_adaptor::atomic_counter::load() const noexcept {
+  return {current.load(std::memory_order_relaxed), peak.load(std::memory_order_relaxed),
+          total.load(std::memory_order_relaxed)};
+}
+
+void statistics_adaptor::atomic_counter::reset() noexcept {
+  peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  total.store(0, std::memory_order_relaxed);
+}
+
+resource_statistics statistics_adaptor::statistics() const noexcept {
+  return {bytes_.load(), allocations_.load()};
+}
+
+void statistics_adaptor::reset_peaks_and_totals() noexcept {
+  bytes_.reset();
+  allocations_.reset();
+}
+
+void* statistics_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
+  void* p = upstream_->allocate(bytes, stream);
+  if (p != nullptr) {
+    bytes_.add(static_cast<std::int64_t>(bytes));
+    allocations_.add(1);
+  }
+  return p;
+}
+
+void statistics_adaptor::do_deallocate(void* ptr, std::size_t bytes,
+                                       stream_handle stream) noexcept {
+  if (ptr == nullptr) return;
+  upstream_->deallocate(ptr, bytes, stream);
+  bytes_.subtract(static_cast<std::int64_t>(bytes));
+  allocations_.subtract(1);
+}
+
+}  // namespace gpumem

@@ -1,0 +1,70 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/limit_adaptor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gpumem {
+namespace {
+
+TEST(limit_adaptor, exactly_the_limit_fits_one_byte_more_does_not) {
+  cuda_resource upstream;
+  limit_adaptor limited(upstream, 4 * KiB);
+  void* whole = limited.allocate(4 * KiB, nullptr);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(limited.used_bytes(), 4 * KiB);
+  EXPECT_THROW(limited.allocate(1, nullptr), out_of_memory);
+  limited.deallocate(whole, 4 * KiB, nullptr);
+  EXPECT_EQ(limited.used_bytes(), 0u);
+
+  void* a = limited.allocate(3000, nullptr);
+  void* b = limited.allocate(4 * KiB - 3000, nullptr);
+  try {
+    limited.allocate(1, nullptr);
+    FAIL() << "allocated past the limit";
+  } catch (out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), 1u);
+    EXPECT_EQ(e.current_bytes(), 4 * KiB);
+    EXPECT_NE(e.allocator().find("limit_adaptor"), std::string::npos) << e.allocator();
+    std::string const what = e.what();
+    EXPECT_NE(what.find("limit"), std::string::npos) << what;
+    EXPECT_NE(what.find(format_bytes(4 * KiB)), std::string::npos) << what;
+  }
+  EXPECT_EQ(limited.peak_bytes(), 4 * KiB);
+  limited.deallocate(a, 3000, nullptr);
+  limited.deallocate(b, 4 * KiB - 3000, nullptr);
+}
+
+TEST(limit_adaptor, request_larger_than_the_limit_fails_without_overflow) {
+  cuda_resource upstream;
+  limit_adaptor limited(upstream, 1 * KiB);
+  EXPECT_THROW(limited.allocate(~std::size_t{0}, nullptr), out_of_memory);
+  EXPECT_EQ(limited.used_bytes(), 0u);
+}
+
+TEST(limit_adaptor, upstream_failure_returns_the_reservation) {
+  auto small_device = make_host_backend({64 * KiB});
+  cuda_resource upstream(small_device.get());
+  limit_adaptor limited(upstream, 1 * MiB);
+  EXPECT_THROW(limited.allocate(512 * KiB, nullptr), out_of_memory);
+  EXPECT_EQ(limited.used_bytes(), 0u);
+  void* p = limited.allocate(16 * KiB, nullptr);
+  EXPECT_EQ(limited.used_bytes(), 16 * KiB);
+  limited.deallocate(p, 16 * KiB, nullptr);
+}
+
+TEST(limit_adaptor, memory_info_reports_the_limit) {
+  cuda_resource upstream;
+  limit_adaptor limited(upstream, 8 * KiB);
+  void* p = limited.allocate(3 * KiB, nullptr);
+  memory_info const info = limited.get_memory_info();
+  EXPECT_EQ(info.total, 8 * KiB);
+  EXPECT_EQ(info.free, 5 * KiB);
+  limited.deallocate(p, 3 * KiB, nullptr);
+}
+
+}  // namespace
+}  // namespace gpumem

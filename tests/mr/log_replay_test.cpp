@@ -1,0 +1,135 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/limit_adaptor.hpp>
+#include <gpumem/mr/log_replay.hpp>
+#include <gpumem/mr/statistics_adaptor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+namespace gpumem {
+namespace {
+
+// Hand-written in the style of an RMM log (time of day, "(nil)" and hexadecimal streams), with
+// an extra column and the columns reordered.
+constexpr char const* small_log =
+    "Thread,Time,Action,Pointer,Size,Stream,Comment\n"
+    "140001,15:41:27.000100,allocate,0x7f0000000000,1024,0x0,first\n"
+    "140001,15:41:27.000200,allocate,0x7f0000000400,4096,0x55aa00,\n"
+    "140002,15:41:27.000300,allocate,0x7f0000001400,2048,(nil),x\n"
+    "\n"
+    "140001,15:41:27.000400,free,0x7f0000000000,1024,0x0,\n"
+    "140002,15:41:27.000500,allocate failure,0x0,1099511627776,0x55aa00,\n"
+    "140001,15:41:27.000600,allocate,0x7f0000000000,512,0x55aa00,reused address\n"
+    "140002,15:41:27.000700,free,0x7f00deadbeef,64,0x0,never allocated\n"
+    "140001,15:41:27.000800,free,0x7f0000000400,4096,0x55aa00,\n"
+    "140002,15:41:27.000900,free,0x7f0000001400,2048,0x0,\n";
+
+TEST(log_replay, parses_a_hand_written_log) {
+  std::istringstream in(small_log);
+  auto const events = parse_log(in);
+  ASSERT_EQ(events.size(), 9u);
+  EXPECT_EQ(events[0].thread, 140001u);
+  EXPECT_DOUBLE_EQ(events[0].time_seconds, 15 * 3600 + 41 * 60 + 27.0001);
+  EXPECT_EQ(events[0].action, log_action::allocate);
+  EXPECT_EQ(events[0].pointer, 0x7f0000000000u);
+  EXPECT_EQ(events[0].size, 1024u);
+  EXPECT_EQ(events[0].stream, 0u);
+  EXPECT_EQ(events[1].stream, 0x55aa00u);
+  EXPECT_EQ(events[2].stream, 0u);  // (nil)
+  EXPECT_EQ(events[3].line, 6u);    // the blank line counts
+  EXPECT_EQ(events[3].action, log_action::free);
+  EXPECT_EQ(events[4].action, log_action::allocate_failure);
+  EXPECT_EQ(events[4].size, std::size_t{1} << 40);
+}
+
+TEST(log_replay, replays_with_peak_live_and_held_bytes) {
+  std::istringstream in(small_log);
+  auto const events = parse_log(in);
+  cuda_resource device;
+  statistics_adaptor stats(device);
+  replay_options options;
+  options.held_bytes = [&] { return static_cast<std::size_t>(stats.bytes().current); };
+  replay_result const r = replay(events, stats, options);
+  EXPECT_EQ(r.events, 9u);
+  EXPECT_EQ(r.allocations, 4u);
+  EXPECT_EQ(r.frees, 3u);
+  EXPECT_EQ(r.logged_failures, 1u);
+  EXPECT_EQ(r.unmatched_frees, 1u);
+  EXPECT_EQ(r.out_of_memory, 0u);
+  EXPECT_EQ(r.leftover_allocations, 1u);  // the 512-byte block is never freed in the log
+  EXPECT_EQ(r.peak_live_bytes, 1024u + 4096u + 2048u);
+  EXPECT_EQ(r.peak_held_bytes, 1024u + 4096u + 2048u);
+  EXPECT_DOUBLE_EQ(r.fragmentation(), 1.0);
+  EXPECT_EQ(stats.allocations().current, 0);  // leftovers were freed
+}
+
+TEST(log_replay, out_of_memory_is_counted_or_stops_the_replay) {
+  std::istringstream in(small_log);
+  auto const events = parse_log(in);
+  cuda_resource device;
+  limit_adaptor limited(device, 6 * KiB);  // the 2048-byte allocation does not fit
+  replay_result const r = replay(events, limited);
+  EXPECT_EQ(r.out_of_memory, 1u);
+  EXPECT_EQ(r.unmatched_frees, 2u);  // its free, and the never-allocated one
+  EXPECT_EQ(limited.used_bytes(), 0u);
+
+  replay_options stop;
+  stop.stop_on_out_of_memory = true;
+  EXPECT_THROW(replay(events, limited, stop), out_of_memory);
+}
+
+TEST(log_replay, malformed_line_names_its_number) {
+  std::istringstream in(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,0.5,allocate,0x1000,10,0x0\n"
+      "1,0.6,allocate,0x2000,ten,0x0\n");
+  try {
+    parse_log(in);
+    FAIL();
+  } catch (logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("line 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("ten"), std::string::npos) << what;
+  }
+}
+
+TEST(log_replay, other_bad_input_is_rejected_with_the_reason) {
+  auto message = [](std::string const& text) {
+    std::istringstream in(text);
+    try {
+      parse_log(in);
+    } catch (logic_error const& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("").find("empty"), std::string::npos);
+  EXPECT_NE(message("Thread,Time,Pointer\n").find("Action"), std::string::npos);
+  EXPECT_NE(message("Action,Pointer,Size\nallocate,0x10\n").find("line 2"), std::string::npos);
+  EXPECT_NE(message("Action,Pointer,Size\nresize,0x10,5\n").find("resize"), std::string::npos);
+  EXPECT_NE(message("Action,Pointer,Size\nallocate,0xZZ,5\n").find("0xZZ"), std::string::npos);
+  EXPECT_NE(message("Action,Pointer,Size,Time\nallocate,0x10,5,1:2:3:4\n").find("line 2"),
+            std::string::npos);
+  EXPECT_NE(message("Action,Pointer,Size\nallocate,0x10,-5\n").find("-5"), std::string::npos);
+  // The minimal columns are enough, and "deallocate" is accepted for "free".
+  std::istringstream minimal("Action,Pointer,Size\nallocate,0x10,5\ndeallocate,0x10,5\n");
+  auto const events = parse_log(minimal);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].action, log_action::free);
+}
+
+TEST(log_replay, missing_file_names_the_path) {
+  try {
+    parse_log_file("/nonexistent/gpumem.csv");
+    FAIL();
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/gpumem.csv"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gpumem

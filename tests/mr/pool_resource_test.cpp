@@ -1,0 +1,327 @@
+// Focused tests of pool_resource: size classes, same-stream reuse, cross-stream ordering, batched
+// fences (no event per free), growth, trim, out-of-memory, thread caches and bad frees.
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/detail/pool_size_classes.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+using detail::pool_class_size;
+using detail::pool_size_class;
+
+// Blocks a stream until open() (or destruction): work queued after it stays pending.
+class stream_gate {
+ public:
+  explicit stream_gate(stream_handle stream) {
+    auto opened = opened_.get_future().share();
+    backend().enqueue_host_function(stream, [opened] { opened.wait(); });
+  }
+  ~stream_gate() { open(); }
+  void open() {
+    if (!is_open_) opened_.set_value();
+    is_open_ = true;
+  }
+
+ private:
+  std::promise<void> opened_;
+  bool is_open_ = false;
+};
+
+struct pool_test : ::testing::Test {
+  cuda_resource upstream;
+  stream_handle a = backend().create_stream(true);
+  stream_handle b = backend().create_stream(true);
+  ~pool_test() override {
+    backend().destroy_stream(a);
+    backend().destroy_stream(b);
+  }
+};
+
+TEST(pool_size_classes, round_up_within_one_eighth_and_round_trip) {
+  for (std::size_t bytes = 1; bytes <= 64 * MiB; bytes = bytes * 17 / 16 + 1) {
+    unsigned const c = pool_size_class(bytes);
+    std::size_t const size = pool_class_size(c);
+    ASSERT_GE(size, bytes) << bytes;
+    ASSERT_EQ(size % 256, 0u) << bytes;
+    if (bytes >= 2 * KiB) {
+      ASSERT_LE(size, bytes + bytes / 8) << bytes;
+    }
+    ASSERT_EQ(pool_size_class(size), c) << bytes;
+    if (c > 0) {
+      ASSERT_LT(pool_class_size(c - 1), bytes) << bytes;
+    }
+  }
+  EXPECT_EQ(pool_size_class(4 * MiB), 95u);
+  EXPECT_EQ(pool_class_size(95), 4 * MiB);
+}
+
+TEST_F(pool_test, distinct_aligned_blocks_and_zero_bytes) {
+  pool_resource pool(upstream, {});
+  EXPECT_EQ(pool.allocate(0, a), nullptr);
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  std::set<std::uintptr_t> seen;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::size_t const bytes = (std::size_t{1} << (rng() % 24)) + rng() % 100;
+    void* p = pool.allocate(bytes, a);
+    ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % default_alignment, 0u);
+    ASSERT_TRUE(seen.insert(reinterpret_cast<std::uintptr_t>(p)).second);
+    blocks.emplace_back(p, bytes);
+  }
+  pool.check_invariants();
+  EXPECT_GT(pool.statistics().live_bytes, 0u);
+  for (auto& [p, bytes] : blocks)
+    pool.deallocate(p, bytes, a);
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().live_bytes, 0u);
+  EXPECT_EQ(pool.statistics().allocations, 300u);
+  EXPECT_EQ(pool.statistics().deallocations, 300u);
+}
+
+TEST_F(pool_test, freed_block_is_reused_at_once_on_its_stream) {
+  pool_resource pool(upstream, {});
+  for (std::size_t bytes : {std::size_t{1000}, 200 * KiB, 16 * MiB}) {
+    void* p = pool.allocate(bytes, a);
+    stream_gate gate(a);  // the stream is busy: reuse on the same stream must not wait for it
+    pool.deallocate(p, bytes, a);
+    EXPECT_EQ(pool.allocate(bytes, a), p) << bytes;
+    pool.deallocate(p, bytes, a);
+    gate.open();
+  }
+  EXPECT_EQ(pool.statistics().events_recorded, 0u);
+  EXPECT_EQ(pool.statistics().synchronizations, 0u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, block_freed_on_a_busy_stream_is_not_given_to_another) {
+  pool_options options;
+  options.max_cached_size = 0;  // every size goes through the shared best fit
+  pool_resource pool(upstream, options);
+  void* p = pool.allocate(1 * MiB, a);
+  stream_gate gate(a);
+  pool.deallocate(p, 1 * MiB, a);
+  void* q = pool.allocate(1 * MiB, b);
+  EXPECT_NE(q, p);
+  std::uintptr_t const pa = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t const qa = reinterpret_cast<std::uintptr_t>(q);
+  EXPECT_TRUE(qa + 1 * MiB <= pa || pa + 1 * MiB <= qa) << "overlapping the pending block";
+  pool.check_invariants();
+  gate.open();
+  pool.deallocate(q, 1 * MiB, b);
+  backend().synchronize();
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, cross_stream_reuse_after_completion_costs_one_event_for_a_batch) {
+  pool_options options;
+  options.max_cached_size = 0;
+  options.chunk_size = 4 * MiB;
+  options.maximum_size = 4 * MiB;
+  pool_resource pool(upstream, options);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i)
+    blocks.push_back(pool.allocate(256 * KiB, a));
+  {
+    stream_gate gate(a);
+    for (void* p : blocks)
+      pool.deallocate(p, 256 * KiB, a);
+    EXPECT_EQ(pool.statistics().stream_bytes, 4 * MiB);
+    gate.open();
+  }
+  // Stream b needs the memory: ONE event (or an idle-stream check) covers all 16 frees.
+  void* whole = pool.allocate(4 * MiB, b);
+  EXPECT_EQ(whole, blocks.front());
+  pool_statistics const st = pool.statistics();
+  EXPECT_LE(st.events_recorded, 1u);
+  EXPECT_EQ(st.deallocations, 16u);
+  pool.deallocate(whole, 4 * MiB, b);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, churn_on_two_streams_records_far_fewer_events_than_frees) {
+  pool_options options;
+  options.fence_bytes = 4 * MiB;
+  pool_resource pool(upstream, options);
+  std::mt19937_64 rng(11);
+  std::vector<std::tuple<void*, std::size_t, stream_handle>> live;
+  for (int i = 0; i < 20000; ++i) {
+    if (live.size() < 200 && (live.empty() || rng() % 2)) {
+      std::size_t const bytes = 256 + rng() % (512 * KiB);
+      stream_handle s = rng() % 2 ? a : b;
+      live.emplace_back(pool.allocate(bytes, s), bytes, s);
+    } else {
+      std::size_t const k = rng() % live.size();
+      auto [p, bytes, s] = live[k];
+      pool.deallocate(p, bytes, rng() % 3 == 0 ? (s == a ? b : a) : s);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  for (auto [p, bytes, s] : live)
+    pool.deallocate(p, bytes, s);
+  pool_statistics const st = pool.statistics();
+  EXPECT_GT(st.deallocations, 9000u);
+  EXPECT_LT(st.events_recorded * 50, st.deallocations)
+      << st.events_recorded << " events for " << st.deallocations << " frees";
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, large_blocks_coalesce_back_into_one_extent) {
+  pool_options options;
+  options.chunk_size = 64 * MiB;
+  pool_resource pool(upstream, options);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 6; ++i)
+    blocks.push_back(pool.allocate(8 * MiB + 3, nullptr));
+  for (int i : {1, 3, 5, 0, 2, 4})
+    pool.deallocate(blocks[i], 8 * MiB + 3, nullptr);
+  backend().synchronize_stream(nullptr);
+  EXPECT_EQ(pool.trim(), 64 * MiB);  // all six merged back into the whole chunk
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, out_of_memory_reports_request_held_largest_block_and_fragmentation) {
+  pool_options options;
+  options.chunk_size = 2 * MiB;
+  options.maximum_size = 2 * MiB;
+  options.max_cached_size = 0;
+  pool_resource pool(upstream, options);
+  void* x = pool.allocate(512 * KiB, nullptr);
+  void* y = pool.allocate(512 * KiB, nullptr);
+  pool.deallocate(x, 512 * KiB, nullptr);
+  try {
+    pool.allocate(1536 * KiB, nullptr);
+    FAIL() << "expected out_of_memory";
+  } catch (out_of_memory const& e) {
+    std::string const what = e.what();
+    EXPECT_EQ(e.requested_bytes(), 1536 * KiB);
+    EXPECT_EQ(e.current_bytes(), 2 * MiB);
+    EXPECT_NE(what.find("largest free block 1.00 MiB"), std::string::npos) << what;
+    EXPECT_NE(what.find("fragmentation"), std::string::npos) << what;
+    EXPECT_NE(what.find("pool_resource"), std::string::npos) << what;
+  }
+  pool.deallocate(y, 512 * KiB, nullptr);
+  EXPECT_NE(pool.allocate(2 * MiB, nullptr), nullptr);  // after the frees, the whole chunk fits
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, out_of_memory_from_a_small_device_is_typed) {
+  auto small = make_host_backend({4 * MiB, 256});
+  cuda_resource device(small.get());
+  pool_options options;
+  options.backend = small.get();
+  options.chunk_size = 2 * MiB;
+  pool_resource pool(device, options);
+  void* p = pool.allocate(3 * MiB, nullptr);
+  EXPECT_THROW(pool.allocate(2 * MiB, nullptr), out_of_memory);
+  pool.deallocate(p, 3 * MiB, nullptr);
+  EXPECT_NO_THROW(pool.deallocate(pool.allocate(3 * MiB, nullptr), 3 * MiB, nullptr));
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, thread_exit_returns_its_cache) {
+  pool_resource pool(upstream, {});
+  std::thread worker([&] {
+    std::vector<void*> blocks;
+    for (int i = 0; i < 50; ++i)
+      blocks.push_back(pool.allocate(4 * KiB, a));
+    for (void* p : blocks)
+      pool.deallocate(p, 4 * KiB, a);
+  });
+  worker.join();
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().live_bytes, 0u);
+  EXPECT_EQ(pool.statistics().allocations, 50u);
+  backend().synchronize_stream(a);
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u) << "blocks stayed in the dead thread's cache";
+}
+
+TEST_F(pool_test, threads_share_a_pool) {
+  pool_resource pool(upstream, {});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      stream_handle s = t % 2 ? a : b;
+      std::mt19937_64 rng(100 + t);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (int i = 0; i < 5000; ++i) {
+        if (live.size() < 64 && (live.empty() || rng() % 2)) {
+          std::size_t const bytes = 256 + rng() % (64 * KiB);
+          live.emplace_back(pool.allocate(bytes, s), bytes);
+        } else {
+          auto [p, bytes] = live.back();
+          live.pop_back();
+          pool.deallocate(p, bytes, s);
+        }
+      }
+      for (auto [p, bytes] : live)
+        pool.deallocate(p, bytes, s);
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().live_bytes, 0u);
+  pool.release_stream(a);
+  pool.release_stream(b);
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+}
+
+TEST_F(pool_test, tracking_catches_double_free_and_wrong_size) {
+  pool_options options;
+  options.track_blocks = true;
+  pool_resource pool(upstream, options);
+  std::vector<std::string> errors;
+  auto previous = set_log_sink([&](log_level level, std::string_view message) {
+    if (level == log_level::error) errors.emplace_back(message);
+  });
+  void* p = pool.allocate(1000, a);
+  void* q = pool.allocate(10 * MiB, a);
+  pool.deallocate(p, 1000, a);
+  pool.deallocate(p, 1000, a);      // double free
+  pool.deallocate(q, 20 * MiB, a);  // wrong size
+  set_log_sink(previous);
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 2u);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("not allocated"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("allocated with 10485760 bytes"), std::string::npos) << errors[1];
+  pool.check_invariants();
+  pool.deallocate(q, 10 * MiB, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, initial_size_and_maximum_are_respected) {
+  pool_options options;
+  options.initial_size = 8 * MiB;
+  options.maximum_size = 8 * MiB;
+  pool_resource pool(upstream, options);
+  EXPECT_EQ(pool.statistics().held_bytes, 8 * MiB);
+  EXPECT_EQ(pool.statistics().upstream_allocations, 1u);
+  void* p = pool.allocate(8 * MiB, nullptr);
+  EXPECT_THROW(pool.allocate(1 * KiB, nullptr), out_of_memory);
+  pool.deallocate(p, 8 * MiB, nullptr);
+  EXPECT_THROW(pool_resource(upstream, pool_options{16 * MiB, 32 * MiB, 8 * MiB}), logic_error);
+}
+
+TEST_F(pool_test, name_names_the_upstream) {
+  pool_resource pool(upstream, {});
+  EXPECT_EQ(pool.name(), "pool_resource over cuda_resource");
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,181 @@
+#include "resource_test_support.hpp"
+
+#include <gpumem/core/environment.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/debug_memory.hpp>
+#include <gpumem/mr/owning_adaptor.hpp>
+#include <gpumem/mr/statistics_adaptor.hpp>
+#include <gpumem/mr/tracking_adaptor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+// Captures what gpumem logs while it lives.
+class captured_log {
+ public:
+  captured_log() {
+    previous_ = set_log_sink([this](log_level level, std::string_view message) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lines_.push_back(std::string(to_string(level)) + ": " + std::string(message));
+    });
+  }
+  ~captured_log() { set_log_sink(previous_); }
+  captured_log(captured_log const&) = delete;
+  captured_log& operator=(captured_log const&) = delete;
+  std::size_t count(std::string const& needle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t n = 0;
+    for (auto const& line : lines_)
+      n += line.find(needle) != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+ private:
+  log_sink previous_;
+  mutable std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
+
+struct tracked_stack {
+  cuda_resource device;
+  statistics_adaptor upstream{device};  // shows what reached the upstream
+  tracking_adaptor tracking{upstream, tracking_options{}};
+};
+
+TEST(tracking_adaptor, double_free_is_reported_and_not_passed_upstream) {
+  captured_log log;
+  tracked_stack s;
+  void* p = s.tracking.allocate(1000, nullptr);
+  s.tracking.deallocate(p, 1000, nullptr);
+  EXPECT_EQ(s.upstream.allocations().current, 0);
+  s.tracking.deallocate(p, 1000, nullptr);
+  EXPECT_EQ(s.tracking.double_frees(), 1u);
+  EXPECT_EQ(s.upstream.allocations().current, 0) << "the second free reached the upstream";
+  EXPECT_EQ(
+      log.count("error: tracking_adaptor over statistics_adaptor over cuda_resource: double free"),
+      1u);
+}
+
+TEST(tracking_adaptor, wrong_size_free_is_reported_and_the_block_stays_live) {
+  captured_log log;
+  tracked_stack s;
+  void* p = s.tracking.allocate(100, nullptr);
+  s.tracking.deallocate(p, 50, nullptr);
+  EXPECT_EQ(s.tracking.wrong_size_frees(), 1u);
+  EXPECT_EQ(s.upstream.allocations().current, 1);
+  EXPECT_EQ(log.count("wrong-size free"), 1u);
+  EXPECT_EQ(log.count("allocated 100 bytes"), 1u);
+  ASSERT_EQ(s.tracking.outstanding().size(), 1u);
+  EXPECT_EQ(s.tracking.outstanding()[0].pointer, p);
+  EXPECT_EQ(s.tracking.outstanding()[0].bytes, 100u);
+  s.tracking.deallocate(p, 100, nullptr);
+  EXPECT_EQ(s.upstream.allocations().current, 0);
+  EXPECT_TRUE(s.tracking.outstanding().empty());
+}
+
+TEST(tracking_adaptor, free_of_a_foreign_pointer_is_reported) {
+  captured_log log;
+  tracked_stack s;
+  void* foreign = s.device.allocate(256, nullptr);
+  s.tracking.deallocate(foreign, 256, nullptr);
+  EXPECT_EQ(s.tracking.unknown_frees(), 1u);
+  EXPECT_EQ(s.tracking.double_frees(), 0u);
+  EXPECT_EQ(log.count("did not allocate"), 1u);
+  s.device.deallocate(foreign, 256, nullptr);
+}
+
+// Keeps freed memory (so the test can look at it) and frees it for real when destroyed.
+class keeping_resource final : public memory_resource {
+ public:
+  explicit keeping_resource(memory_resource& upstream) : upstream_(upstream) {}
+  ~keeping_resource() override {
+    for (auto [p, n] : kept_)
+      upstream_.deallocate(p, n, nullptr);
+  }
+  std::string name() const override { return "keeping_resource"; }
+  resource_properties properties() const noexcept override { return upstream_.properties(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override {
+    return upstream_.allocate(bytes, stream);
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle) noexcept override {
+    kept_.emplace_back(p, bytes);
+  }
+  memory_resource& upstream_;
+  std::vector<std::pair<void*, std::size_t>> kept_;
+};
+
+TEST(tracking_adaptor, freed_memory_is_poisoned_in_stream_order) {
+  cuda_resource device;
+  keeping_resource keeper(device);
+  tracking_options options;
+  options.poison_byte = 0xDB;
+  tracking_adaptor tracking(keeper, options);
+  test::scoped_stream stream;
+  void* p = tracking.allocate(4 * KiB, stream);
+  test::fill_block(tracking, p, 4 * KiB, 0x11, stream);
+  tracking.deallocate(p, 4 * KiB, stream);
+  EXPECT_EQ(test::first_mismatch(device, p, 4 * KiB, 0xDB, stream), 4 * KiB);
+}
+
+TEST(tracking_adaptor, outstanding_allocations_are_reported_as_leaks) {
+  captured_log log;
+  cuda_resource device;
+  void* leaked = nullptr;
+  {
+    tracking_adaptor tracking(device);
+    void* freed = tracking.allocate(10, nullptr);
+    leaked = tracking.allocate(20, nullptr);
+    tracking.deallocate(freed, 10, nullptr);
+    EXPECT_EQ(tracking.outstanding_bytes(), 20u);
+    EXPECT_EQ(tracking.report_outstanding(log_level::error), 1u);
+    EXPECT_EQ(log.count("error: tracking_adaptor over cuda_resource: outstanding allocation #2"),
+              1u);
+  }  // the destructor reports it again, at warn
+  EXPECT_EQ(log.count("warn: tracking_adaptor over cuda_resource: outstanding allocation #2"), 1u);
+  device.deallocate(leaked, 20, nullptr);
+}
+
+class debug_memory_environment : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    ::unsetenv("GPUMEM_DEBUG_MEMORY");
+    reload_environment();
+  }
+  static void set(char const* value) {
+    ::setenv("GPUMEM_DEBUG_MEMORY", value, 1);
+    reload_environment();
+  }
+};
+
+TEST_F(debug_memory_environment, wraps_only_when_enabled) {
+  set("0");
+  auto plain = std::make_unique<cuda_resource>();
+  memory_resource* raw = plain.get();
+  auto same = wrap_for_debug_if_enabled(std::move(plain));
+  EXPECT_EQ(same.get(), raw);
+  EXPECT_EQ(make_debug_adaptor_if_enabled(*raw), nullptr);
+
+  set("1");
+  auto wrapped = wrap_for_debug_if_enabled(std::move(same));
+  auto* tracked = dynamic_cast<owning_adaptor<tracking_adaptor>*>(wrapped.get());
+  ASSERT_NE(tracked, nullptr);
+  EXPECT_EQ(&tracked->upstream(), raw);
+  void* p = wrapped->allocate(64, nullptr);
+  EXPECT_EQ(tracked->adaptor().outstanding_bytes(), 64u);
+  wrapped->deallocate(p, 64, nullptr);
+  EXPECT_NE(make_debug_adaptor_if_enabled(*raw), nullptr);
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,146 @@
+// replay_log: replays an allocation log (RMM's CSV format, as written by gpumem's logging_adaptor
+// or RMM's logging_resource_adaptor) against gpumem resources and prints, per resource, the time,
+// the peak live bytes, the peak bytes held from the device and the fragmentation.
+//
+//   replay_log [--resource cuda|async|pool|all] [--no-streams] [--repeat N] LOG.csv
+//
+// The held bytes are measured by a statistics_adaptor between the resource and the device, so
+// for cuda and async they equal the live bytes, and for pool they show what the pool keeps.
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/async_resource.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/log_replay.hpp>
+#include <gpumem/mr/statistics_adaptor.hpp>
+#if __has_include(<gpumem/mr/pool_resource.hpp>)
+#include <gpumem/mr/pool_resource.hpp>
+#define GPUMEM_REPLAY_HAVE_POOL 1
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: replay_log [--resource cuda|async|pool|all] [--no-streams] [--repeat N] "
+               "LOG.csv\n");
+}
+
+struct candidate {
+  std::string name;
+  // Builds the resource over `device` and runs `body` with it.
+  std::function<void(gpumem::memory_resource& device,
+                     std::function<void(gpumem::memory_resource&)> const& body)>
+      run;
+};
+
+std::vector<candidate> candidates() {
+  using namespace gpumem;
+  std::vector<candidate> all;
+  all.push_back({"cuda", [](memory_resource& device, auto const& body) { body(device); }});
+  all.push_back({"async", [](memory_resource&, auto const& body) {
+                   // The async pool is the driver's: held bytes are not visible, only live ones.
+                   async_resource async;
+                   body(async);
+                 }});
+#ifdef GPUMEM_REPLAY_HAVE_POOL
+  all.push_back({"pool", [](memory_resource& device, auto const& body) {
+                   pool_resource pool(device);
+                   body(pool);
+                 }});
+#endif
+  return all;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string which = "all";
+  std::string path;
+  bool honour_streams = true;
+  int repeat = 1;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    if (arg == "--resource" && i + 1 < argc) {
+      which = argv[++i];
+    } else if (arg == "--no-streams") {
+      honour_streams = false;
+    } else if (arg == "--repeat" && i + 1 < argc) {
+      repeat = std::atoi(argv[++i]);
+    } else if (arg == "-h" || arg == "--help") {
+      usage();
+      return 0;
+    } else if (!arg.empty() && arg[0] != '-' && path.empty()) {
+      path = arg;
+    } else {
+      std::fprintf(stderr, "replay_log: unknown argument '%s'\n", arg.c_str());
+      usage();
+      return 2;
+    }
+  }
+  if (path.empty() || repeat < 1) {
+    usage();
+    return 2;
+  }
+  try {
+    auto const events = gpumem::parse_log_file(path);
+    std::printf("device: %s\nlog: %s (%zu events)\n", gpumem::backend().description().c_str(),
+                path.c_str(), events.size());
+    // The tool owns the replay streams and destroys them after every resource is gone, so that a
+    // resource with per-stream state (the pool) never sees a destroyed stream.
+    std::set<std::uintptr_t> logged_streams;
+    for (auto const& e : events)
+      if (e.stream != 0) logged_streams.insert(e.stream);
+    std::vector<gpumem::stream_handle> streams;
+    for (std::size_t i = 0; honour_streams && i < logged_streams.size(); ++i)
+      streams.push_back(gpumem::backend().create_stream(true));
+    std::printf("%-8s %12s %14s %14s %8s %10s %6s\n", "resource", "ns/event", "peak live",
+                "peak held", "frag", "unmatched", "oom");
+    bool any = false;
+    double cuda_ns = 0;
+    for (auto const& c : candidates()) {
+      if (which != "all" && which != c.name) continue;
+      any = true;
+      gpumem::cuda_resource device;
+      gpumem::statistics_adaptor held(device);
+      c.run(held, [&](gpumem::memory_resource& mr) {
+        gpumem::replay_options options;
+        options.honour_streams = honour_streams;
+        options.streams = streams;
+        if (c.name != "async")
+          options.held_bytes = [&held] { return static_cast<std::size_t>(held.bytes().current); };
+        gpumem::replay_result best;
+        for (int r = 0; r < repeat; ++r) {
+          auto const result = gpumem::replay(events, mr, options);
+          if (r == 0 || result.seconds < best.seconds) best = result;
+        }
+        double const ns = best.events == 0 ? 0 : best.seconds * 1e9 / best.events;
+        if (c.name == "cuda") cuda_ns = ns;
+        std::printf("%-8s %12.1f %14zu %14zu %8.3f %10zu %6zu", c.name.c_str(), ns,
+                    best.peak_live_bytes, best.peak_held_bytes, best.fragmentation(),
+                    best.unmatched_frees, best.out_of_memory);
+        if (cuda_ns > 0 && ns > 0 && c.name != "cuda")
+          std::printf("  (cuda/this %.2fx)", cuda_ns / ns);
+        std::printf("\n");
+      });
+    }
+    for (auto s : streams)
+      gpumem::backend().destroy_stream(s);
+    if (!any) {
+      std::fprintf(stderr, "replay_log: unknown resource '%s'\n", which.c_str());
+      return 2;
+    }
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "replay_log: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
