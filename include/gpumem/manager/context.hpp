@@ -1,0 +1,100 @@
+// gpumem/manager/context.hpp
+//
+// A context: gpumem's per-device state — the device ordinal, the memory manager bound to it for
+// its whole life, the deferred-deallocation queue of memory (pending_deallocations) and the
+// separate queue of stream/event releases (pending_resource_releases). The counterpart of
+// Numba's Context.
+//
+//   context& ctx = current_context();          // created on first use for the current device
+//   memory_pointer p = ctx.memory_manager().memalloc(1 << 20);
+//
+// Choosing the memory manager:
+//   * set_memory_manager(factory) — checks the plugin's interface version AT ONCE (it constructs
+//     one instance on a detached probe context, reads interface_version(), discards it; a
+//     mismatch throws logic_error "... expected 1, got 2"), then affects contexts created
+//     afterwards. An empty factory returns to the environment's choice.
+//   * otherwise GPUMEM_MEMORY_MANAGER (see memory_manager_registry.hpp): a built-in name or a
+//     shared library; resolved when the first context is created; an invalid value is an error
+//     naming it.
+//   * close() destroys every context (flushing its queues), so the next current_context() binds
+//     a new manager. Pointers that outlive close() stay valid and are freed when their last
+//     owner goes, but their owning_context() reference is invalid.
+//
+// Ownership: the process table owns the contexts; references stay valid until close(). The queues
+// are shared with the finalizers of outstanding pointers (so a late free still works).
+// Thread safety: current_context(), set_memory_manager() and close() are serialised by one
+// (recursive) mutex; close() must not race with threads still using the contexts it destroys.
+// The queues and the managers are thread safe themselves.
+#pragma once
+
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/manager/memory_manager.hpp>
+#include <gpumem/manager/pending_deallocations.hpp>
+
+#include <memory>
+#include <string>
+
+namespace gpumem {
+
+class context {
+ public:
+  // A context outside the process table (tests, embedders): binds `factory(*this)` and calls
+  // initialize(). The caller owns it. Queue limits come from the environment and the device's
+  // total memory.
+  context(int device, memory_manager_factory const& factory);
+  context(context const&) = delete;
+  context& operator=(context const&) = delete;
+  // Flushes both queues (regardless of deferral), then destroys the memory manager.
+  ~context();
+
+  int device() const noexcept { return device_; }
+  device_identity identity() const;
+  // Makes this context's device the current one of the calling thread.
+  void make_current() const;
+
+  // The bound manager. Throws logic_error on the probe context of set_memory_manager (which has
+  // none).
+  gpumem::memory_manager& memory_manager() const;
+  gpumem::pending_deallocations& pending_deallocations() const noexcept { return *deallocations_; }
+  gpumem::pending_deallocations& pending_resource_releases() const noexcept {
+    return *resource_releases_;
+  }
+  // The queue by shared ownership, for finalizers that may run after the context is gone.
+  std::shared_ptr<gpumem::pending_deallocations> shared_pending_deallocations() const noexcept {
+    return deallocations_;
+  }
+  std::shared_ptr<gpumem::pending_deallocations> shared_pending_resource_releases() const noexcept {
+    return resource_releases_;
+  }
+
+ private:
+  struct probe_tag {};
+  context(int device, probe_tag);
+  friend void check_memory_manager_version(memory_manager_factory const& factory,
+                                           std::string const& what);
+
+  int device_;
+  std::shared_ptr<gpumem::pending_deallocations> deallocations_;
+  std::shared_ptr<gpumem::pending_deallocations> resource_releases_;
+  std::unique_ptr<gpumem::memory_manager> manager_;
+};
+
+// The context of the calling thread's current device; created on first use.
+context& current_context();
+// The context of `device` (created on first use); does not change the current device.
+context& get_context(int device);
+
+// Sets the factory for contexts created from now on (see the file comment).
+void set_memory_manager(memory_manager_factory factory);
+// The factory new contexts use now (set_memory_manager's, or the environment's).
+memory_manager_factory current_memory_manager_factory();
+
+// Destroys every context of the process table.
+void close();
+
+// Checks a manager's interface version: constructs one on a detached probe context and throws
+// logic_error "memory manager <what>: interface version mismatch: expected 1, got N" if it
+// differs. `what` names the source (a plugin path, a built-in name, "set_memory_manager").
+void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what);
+
+}  // namespace gpumem

@@ -1,0 +1,86 @@
+// gpumem/manager/memory_manager.hpp
+//
+// The External Memory Management (EMM) plugin interface: the C++ counterpart of Numba's
+// BaseCUDAMemoryManager. gpumem makes every device, pinned, mapped and managed allocation of a
+// context through that context's memory manager; a plugin (a class deriving from memory_manager,
+// usually through host_only_memory_manager) hands device memory to another allocator.
+//
+// Life cycle and rules for implementers:
+//   * One instance per context, created when the context is created and destroyed with it;
+//     owning_context() is that context.
+//   * The constructor must not allocate or touch the device: set_memory_manager() constructs one
+//     instance on a detached probe context only to read interface_version(), then discards it.
+//     Work belongs in initialize().
+//   * initialize() is called before the first use, may be called many times, and must not
+//     invalidate earlier state.
+//   * reset() may be called before initialize().
+//   * Allocation methods are called with the context's device current; they return pointer types
+//     whose finalizers capture shared state, never `this` (pointers may outlive the manager).
+//   * get_memory_info() throws gpumem::not_supported where the allocator cannot tell (a pool).
+//   * defer_cleanup() returns a guard; the plugin documents what deferral means for it.
+//   * interface_version() returns memory_manager_interface_version (1).
+//   * Out of memory is gpumem::out_of_memory, after the manager's own recovery (flush, retry once).
+//
+// Thread safety: every method may be called from any thread; implementations state how they make
+// that true. Stream semantics: the EMM interface is synchronous (as the spec's version 1): memory
+// from memalloc is usable by any stream once memalloc returns; a finalizer may run on any thread,
+// and the memory must not be in use by device work at that point (the array layer synchronises).
+#pragma once
+
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/manager/cleanup_guard.hpp>
+#include <gpumem/manager/host_memory.hpp>
+#include <gpumem/manager/ipc_handle.hpp>
+#include <gpumem/manager/memory_pointer.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace gpumem {
+
+class context;
+
+// The version of the interface this gpumem implements; plugins return it from
+// interface_version().
+inline constexpr int memory_manager_interface_version = 1;
+
+class memory_manager {
+ public:
+  explicit memory_manager(context& owner) noexcept : context_(&owner) {}
+  memory_manager(memory_manager const&) = delete;
+  memory_manager& operator=(memory_manager const&) = delete;
+  virtual ~memory_manager() = default;
+
+  // Device memory of `bytes` bytes (0 bytes: a null pointer of size 0 that owns nothing to free).
+  virtual memory_pointer memalloc(std::size_t bytes) = 0;
+  // Pinned host memory, mapped into the device address space when `flags.mapped`.
+  virtual host_memory memhostalloc(std::size_t bytes, host_alloc_flags flags) = 0;
+  // Pins [ptr, ptr + bytes), which `owner` keeps alive; the result keeps `owner` alive until the
+  // range is unpinned.
+  virtual host_memory mempin(std::shared_ptr<void> owner, void* ptr, std::size_t bytes,
+                             bool mapped) = 0;
+  // Managed memory; `attach_global` as cudaMemAttachGlobal (else cudaMemAttachHost).
+  virtual managed_memory memallocmanaged(std::size_t bytes, bool attach_global) = 0;
+  virtual void initialize() = 0;
+  virtual ipc_handle get_ipc_handle(memory_pointer const& memory) = 0;
+  virtual memory_info get_memory_info() = 0;
+  // Releases everything the manager holds back (pending frees, cached blocks). Memory still owned
+  // by live pointers is not freed (that would leave them dangling).
+  virtual void reset() = 0;
+  virtual cleanup_guard defer_cleanup() = 0;
+  virtual int interface_version() const = 0;
+  // A short name for messages and statistics ("default", "pool over cuda_resource", ...).
+  virtual std::string name() const = 0;
+
+  context& owning_context() const noexcept { return *context_; }
+
+ private:
+  context* context_;
+};
+
+// Makes the memory manager of a new context. Called once per context, with the context.
+using memory_manager_factory = std::function<std::unique_ptr<memory_manager>(context&)>;
+
+}  // namespace gpumem

@@ -1,0 +1,86 @@
+// gpumem/manager/pending_deallocations.hpp
+//
+// The deferred-deallocation queue of one context (Numba's _PendingDeallocs). Releases are queued
+// instead of run, and the queue is flushed when
+//   * it holds MORE than `max_count` items (NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT, default 10:
+//     the 11th item triggers the flush, 10 do not), or
+//   * the queued bytes are MORE than `max_bytes` (NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO, default
+//     0.2, times the device's total memory: equality does not flush), or
+//   * flush() is called (the managers call it on out-of-memory before retrying, and in reset()).
+// While a defer_cleanup() guard is alive nothing is released (flush() is a no-op, as Numba's
+// clear() is while disabled); when the outermost guard ends, the queue is flushed if it is over a
+// limit.
+//
+// Errors: a release that throws is reported through gpumem::log(error) and the flush goes on with
+// the other items. (Numba's documentation says an error cancels the remaining deallocations; we
+// deliberately do not: cancelled releases would leak for the life of the process, and on both
+// backends one failed free does not poison the next.)
+//
+// close() (context destruction) flushes regardless of deferral; afterwards enqueue() runs the
+// release at once, so memory that outlives its context is still freed.
+//
+// Thread safety: every member may be called from any thread. One mutex guards the items, the
+// byte count and the deferral depth; releases run OUTSIDE the mutex (a release may enqueue, and
+// other threads keep enqueueing during a long flush). Concurrent flushes each take a disjoint
+// batch. Stream semantics: none — a release is a synchronous call made by the flushing thread.
+#pragma once
+
+#include <gpumem/manager/cleanup_guard.hpp>
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
+
+namespace gpumem {
+
+class pending_deallocations {
+ public:
+  pending_deallocations(std::size_t max_count, std::size_t max_bytes);
+  pending_deallocations(pending_deallocations const&) = delete;
+  pending_deallocations& operator=(pending_deallocations const&) = delete;
+  // Runs whatever is still queued (as close()).
+  ~pending_deallocations();
+
+  // Queues `release` (the real free of `bytes` bytes; 0 for non-memory resources) and flushes if
+  // the queue is now over a limit and not deferred.
+  void enqueue(std::function<void()> release, std::size_t bytes);
+  // Runs every queued release unless deferred. Returns how many ran.
+  std::size_t flush();
+  // Flushes regardless of deferral and makes later enqueue() calls release at once.
+  void close() noexcept;
+
+  std::size_t size() const;
+  std::size_t bytes() const;
+  std::size_t max_count() const noexcept { return max_count_; }
+  std::size_t max_bytes() const noexcept { return max_bytes_; }
+  bool is_deferred() const;
+  bool is_closed() const;
+
+  // Defers every release until the returned guard (and every other live guard) is gone. Nests.
+  cleanup_guard defer_cleanup();
+
+  // Throws gpumem::logic_error if the byte count, the item count or the deferral depth is
+  // inconsistent. For tests and model-based stress tests.
+  void check_invariants() const;
+
+ private:
+  struct item {
+    std::function<void()> release;
+    std::size_t bytes;
+  };
+  bool over_limits_locked() const noexcept;
+  std::deque<item> take_all_locked();
+  static std::size_t run(std::deque<item>& items) noexcept;
+  void end_deferral() noexcept;
+
+  std::size_t const max_count_;
+  std::size_t const max_bytes_;
+  mutable std::mutex mutex_;
+  std::deque<item> items_;
+  std::size_t bytes_ = 0;
+  std::size_t deferral_depth_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,62 @@
+// gpumem/manager/resource_memory_manager.hpp
+//
+// A memory manager whose device memory comes from any gpumem::memory_resource (mr/), so that a
+// plugin built on a resource is a few lines:
+//
+//   set_memory_manager([](context& ctx) {
+//     return std::make_unique<resource_memory_manager>(ctx, std::make_shared<my_resource>());
+//   });
+//
+// memalloc -> resource->allocate_sync; when the last owner goes -> resource->deallocate_sync AT
+// ONCE (no deferral: a pool resource takes the block back immediately, which is the point of
+// using one; defer_cleanup() defers only the host side, see host_only_memory_manager).
+// Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
+// to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
+// get_memory_info forwards the resource's (which may throw not_supported). reset() flushes the
+// host side and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources over cudaMalloc).
+//
+// Ownership: the resource is shared with every pointer's finalizer, so it outlives all memory it
+// handed out, even after the context is closed. Thread safety: as the resource's (the manager
+// adds no state beyond the hooks, which are set at construction).
+#pragma once
+
+#include <gpumem/manager/host_only_memory_manager.hpp>
+#include <gpumem/manager/ipc_mixin.hpp>
+#include <gpumem/mr/memory_resource.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace gpumem {
+
+class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
+ public:
+  struct hooks {
+    // Called on out-of-memory with the requested bytes, before the single retry. Returns true if
+    // it may have freed something (the retry happens either way).
+    std::function<bool(std::size_t)> on_out_of_memory;
+    // Called by reset() after the host side has been reset.
+    std::function<void()> on_reset;
+  };
+
+  // `resource` must not be null (logic_error). `name` defaults to the resource's name.
+  resource_memory_manager(context& owner, std::shared_ptr<memory_resource> resource,
+                          hooks callbacks = {}, std::string name = {});
+
+  memory_pointer memalloc(std::size_t bytes) override;
+  memory_info get_memory_info() override;
+  void reset() override;
+  int interface_version() const override { return memory_manager_interface_version; }
+  std::string name() const override { return name_; }
+
+  memory_resource& resource() const noexcept { return *resource_; }
+
+ private:
+  std::shared_ptr<memory_resource> resource_;
+  hooks hooks_;
+  std::string name_;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,149 @@
+#include <gpumem/core/environment.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+
+#include "scoped_device.hpp"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace gpumem {
+
+namespace {
+
+void check_device(int device) {
+  int const count = backend().device_count();
+  GPUMEM_EXPECTS(device >= 0 && device < count, "context: device " + std::to_string(device) +
+                                                    " does not exist (" + std::to_string(count) +
+                                                    " device(s))");
+}
+
+// The process table. Deliberately never destroyed: at exit, the backend (another function-local
+// static) may already be gone, and flushing into it would be undefined; the process's exit
+// returns every resource anyway.
+struct context_table {
+  std::recursive_mutex mutex;
+  std::map<int, std::unique_ptr<context>> contexts;
+  memory_manager_factory explicit_factory;  // set_memory_manager
+  std::optional<memory_manager_factory>
+      environment_factory;  // GPUMEM_MEMORY_MANAGER, resolved once
+};
+
+context_table& table() {
+  static context_table* const instance = new context_table();
+  return *instance;
+}
+
+memory_manager_factory factory_locked(context_table& t) {
+  if (t.explicit_factory) return t.explicit_factory;
+  if (!t.environment_factory)
+    t.environment_factory = load_memory_manager(environment_snapshot().memory_manager);
+  return *t.environment_factory;
+}
+
+}  // namespace
+
+context::context(int device, probe_tag)
+    : device_(device),
+      deallocations_(std::make_shared<gpumem::pending_deallocations>(0, 0)),
+      resource_releases_(std::make_shared<gpumem::pending_deallocations>(0, 0)) {}
+
+context::context(int device, memory_manager_factory const& factory) : device_(device) {
+  GPUMEM_EXPECTS(static_cast<bool>(factory), "context: the memory manager factory is empty");
+  check_device(device);
+  environment const env = environment_snapshot();
+  std::size_t total = 0;
+  {
+    detail::scoped_device on_device(device);
+    total = backend().get_memory_info().total;
+  }
+  // Numba: int(total memory * ratio).
+  auto const max_bytes =
+      static_cast<std::size_t>(env.max_pending_deallocs_ratio * static_cast<double>(total));
+  deallocations_ =
+      std::make_shared<gpumem::pending_deallocations>(env.max_pending_deallocs_count, max_bytes);
+  resource_releases_ =
+      std::make_shared<gpumem::pending_deallocations>(env.max_pending_deallocs_count, max_bytes);
+  manager_ = factory(*this);
+  GPUMEM_EXPECTS(manager_ != nullptr, "context: the memory manager factory returned null");
+  manager_->initialize();
+}
+
+context::~context() {
+  // Frees first, while the manager still exists; pointers that outlive us release at once.
+  deallocations_->close();
+  resource_releases_->close();
+  manager_.reset();
+}
+
+device_identity context::identity() const {
+  return backend().identity(device_);
+}
+
+void context::make_current() const {
+  backend().set_current_device(device_);
+}
+
+gpumem::memory_manager& context::memory_manager() const {
+  GPUMEM_EXPECTS(manager_ != nullptr,
+                 "context::memory_manager: this is set_memory_manager's probe context, which has "
+                 "no manager (a manager's constructor must not allocate)");
+  return *manager_;
+}
+
+context& get_context(int device) {
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  auto it = t.contexts.find(device);
+  if (it != t.contexts.end()) return *it->second;
+  check_device(device);
+  auto created = std::make_unique<context>(device, factory_locked(t));
+  context& result = *created;
+  t.contexts.emplace(device, std::move(created));
+  return result;
+}
+
+context& current_context() {
+  return get_context(backend().current_device());
+}
+
+void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what) {
+  GPUMEM_EXPECTS(static_cast<bool>(factory), "memory manager " + what + ": the factory is empty");
+  context probe(0, context::probe_tag{});
+  std::unique_ptr<memory_manager> instance = factory(probe);
+  GPUMEM_EXPECTS(instance != nullptr, "memory manager " + what + ": the factory returned null");
+  int const version = instance->interface_version();
+  GPUMEM_EXPECTS(version == memory_manager_interface_version,
+                 "memory manager " + what + " (" + instance->name() +
+                     "): interface version mismatch: expected " +
+                     std::to_string(memory_manager_interface_version) + ", got " +
+                     std::to_string(version));
+}
+
+void set_memory_manager(memory_manager_factory factory) {
+  if (factory) check_memory_manager_version(factory, "given to set_memory_manager");
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  t.explicit_factory = std::move(factory);
+  // An empty factory returns to the environment, re-read at the next context creation.
+  if (!t.explicit_factory) t.environment_factory.reset();
+}
+
+memory_manager_factory current_memory_manager_factory() {
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  return factory_locked(t);
+}
+
+void close() {
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  std::map<int, std::unique_ptr<context>> doomed;
+  doomed.swap(t.contexts);
+  doomed.clear();  // destroyed under the lock so no thread sees a half-closed table
+}
+
+}  // namespace gpumem

@@ -1,0 +1,89 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/default_memory_manager.hpp>
+
+#include "allocation_retry.hpp"
+#include "scoped_device.hpp"
+
+#include <atomic>
+#include <string>
+
+namespace gpumem {
+
+namespace detail {
+// Shared by the manager and the finalizers of its pointers (which may outlive it).
+struct default_manager_counters {
+  std::atomic<std::size_t> allocations{0};
+  std::atomic<std::size_t> frees{0};
+  std::atomic<std::size_t> bytes_in_use{0};
+  std::atomic<std::size_t> peak_bytes{0};
+  std::atomic<std::size_t> retries{0};
+
+  void on_allocate(std::size_t bytes) noexcept {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    std::size_t const now = bytes_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = peak_bytes.load(std::memory_order_relaxed);
+    while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void on_free(std::size_t bytes) noexcept {
+    frees.fetch_add(1, std::memory_order_relaxed);
+    bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+};
+}  // namespace detail
+
+default_memory_manager::default_memory_manager(context& owner)
+    : ipc_mixin<host_only_memory_manager>(owner),
+      counters_(std::make_shared<detail::default_manager_counters>()) {}
+
+default_memory_manager::~default_memory_manager() = default;
+
+memory_pointer default_memory_manager::memalloc(std::size_t bytes) {
+  context& ctx = owning_context();
+  if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
+  int const device = ctx.device();
+  detail::scoped_device on_device(device);
+  detail::retry_outcome outcome;
+  void* ptr = nullptr;
+  try {
+    ptr = detail::allocate_with_retry(
+        ctx, bytes, [&] { return backend().allocate(bytes); }, out_of_memory_handler_, &outcome);
+  } catch (out_of_memory const& e) {
+    // The retry after the flush failed too: report it as this manager's failure.
+    std::string detail = "after flushing the deferred deallocations and retrying once (" +
+                         std::string(e.what()) + ")";
+    if (ctx.pending_deallocations().is_deferred())
+      detail += "; inside defer_cleanup(), so nothing was flushed";
+    throw out_of_memory(bytes, "default memory manager", counters_->bytes_in_use.load(),
+                        counters_->peak_bytes.load(), detail);
+  }
+  if (outcome.retried) counters_->retries.fetch_add(1, std::memory_order_relaxed);
+  counters_->on_allocate(bytes);
+  auto release = [counters = counters_, ptr, bytes, device] {
+    detail::scoped_device d(device);
+    backend().deallocate(ptr);
+    counters->on_free(bytes);
+  };
+  return memory_pointer(ctx, ptr, bytes, deferred_release(release, bytes));
+}
+
+memory_info default_memory_manager::get_memory_info() {
+  detail::scoped_device on_device(owning_context().device());
+  return backend().get_memory_info();
+}
+
+default_memory_manager::statistics default_memory_manager::get_statistics() const {
+  statistics s;
+  s.allocations = counters_->allocations.load(std::memory_order_relaxed);
+  s.frees = counters_->frees.load(std::memory_order_relaxed);
+  s.bytes_in_use = counters_->bytes_in_use.load(std::memory_order_relaxed);
+  s.peak_bytes = counters_->peak_bytes.load(std::memory_order_relaxed);
+  s.out_of_memory_retries = counters_->retries.load(std::memory_order_relaxed);
+  pending_deallocations const& queue = owning_context().pending_deallocations();
+  s.pending_count = queue.size();
+  s.pending_bytes = queue.bytes();
+  return s;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,96 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/host_only_memory_manager.hpp>
+
+#include "allocation_retry.hpp"
+#include "scoped_device.hpp"
+
+#include <string>
+
+namespace gpumem {
+
+std::function<void()> host_only_memory_manager::deferred_release(std::function<void()> release,
+                                                                 std::size_t bytes) const {
+  std::shared_ptr<pending_deallocations> queue = owning_context().shared_pending_deallocations();
+  return [queue = std::move(queue), release = std::move(release), bytes]() mutable {
+    queue->enqueue(std::move(release), bytes);
+  };
+}
+
+host_memory host_only_memory_manager::memhostalloc(std::size_t bytes, host_alloc_flags flags) {
+  context& ctx = owning_context();
+  if (bytes == 0) {
+    if (flags.mapped) return mapped_memory(ctx, nullptr, nullptr, 0);
+    return pinned_memory(ctx, nullptr, 0);
+  }
+  int const device = ctx.device();
+  detail::scoped_device on_device(device);
+  void* const host = detail::allocate_with_retry(
+      ctx, bytes, [&] { return backend().allocate_pinned(bytes, flags); });
+  auto release = [host, device] {
+    detail::scoped_device d(device);
+    backend().deallocate_pinned(host);
+  };
+  if (!flags.mapped) return pinned_memory(ctx, host, bytes, deferred_release(release, bytes));
+  void* device_ptr = nullptr;
+  try {
+    device_ptr = backend().mapped_device_pointer(host);
+  } catch (...) {
+    backend().deallocate_pinned(host);
+    throw;
+  }
+  return mapped_memory(ctx, host, device_ptr, bytes, deferred_release(release, bytes));
+}
+
+host_memory host_only_memory_manager::mempin(std::shared_ptr<void> owner, void* ptr,
+                                             std::size_t bytes, bool mapped) {
+  GPUMEM_EXPECTS(ptr != nullptr && bytes > 0, "mempin: nothing to pin (pointer " +
+                                                  std::string(ptr ? "non-null" : "null") + ", " +
+                                                  std::to_string(bytes) + " bytes)");
+  context& ctx = owning_context();
+  int const device = ctx.device();
+  detail::scoped_device on_device(device);
+  detail::allocate_with_retry(ctx, bytes, [&] {
+    backend().register_host(ptr, bytes, mapped, /*portable=*/false);
+    return 0;
+  });
+  // The release holds `owner` so the range stays valid until it has been unpinned; the queue
+  // destroys the release (and with it this reference) right after running it.
+  auto release = [owner, ptr, device] {
+    detail::scoped_device d(device);
+    backend().unregister_host(ptr);
+  };
+  if (!mapped) return pinned_memory(ctx, ptr, bytes, deferred_release(release, bytes), owner);
+  void* device_ptr = nullptr;
+  try {
+    device_ptr = backend().mapped_device_pointer(ptr);
+  } catch (...) {
+    backend().unregister_host(ptr);
+    throw;
+  }
+  return mapped_memory(ctx, ptr, device_ptr, bytes, deferred_release(release, bytes));
+}
+
+managed_memory host_only_memory_manager::memallocmanaged(std::size_t bytes, bool attach_global) {
+  context& ctx = owning_context();
+  if (bytes == 0) return managed_memory(ctx, nullptr, 0);
+  int const device = ctx.device();
+  detail::scoped_device on_device(device);
+  void* const ptr = detail::allocate_with_retry(
+      ctx, bytes, [&] { return backend().allocate_managed(bytes, attach_global); });
+  auto release = [ptr, device] {
+    detail::scoped_device d(device);
+    backend().deallocate_managed(ptr);
+  };
+  return managed_memory(ctx, ptr, bytes, deferred_release(release, bytes));
+}
+
+void host_only_memory_manager::reset() {
+  owning_context().pending_deallocations().flush();
+}
+
+cleanup_guard host_only_memory_manager::defer_cleanup() {
+  return owning_context().pending_deallocations().defer_cleanup();
+}
+
+}  // namespace gpumem

@@ -1,0 +1,26 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/ipc_mixin.hpp>
+
+#include "scoped_device.hpp"
+
+#include <unistd.h>
+
+namespace gpumem {
+
+ipc_handle make_ipc_handle(memory_pointer const& memory) {
+  GPUMEM_EXPECTS(static_cast<bool>(memory), "get_ipc_handle: the memory_pointer is empty");
+  int const device = memory.owning_context().device();
+  detail::scoped_device on_device(device);
+  device_backend& b = backend();
+  // IPC exports whole allocations: find the one containing the pointer and remember where in it
+  // the pointer lies.
+  address_range const range = b.get_address_range(memory.device_pointer());
+  std::size_t const offset = static_cast<std::size_t>(
+      static_cast<char const*>(memory.device_pointer()) - static_cast<char const*>(range.base));
+  ipc_memory_handle const handle = b.ipc_get_handle(range.base);
+  return ipc_handle(memory, handle, memory.size(), offset, b.identity(device),
+                    static_cast<std::int64_t>(::getpid()));
+}
+
+}  // namespace gpumem

@@ -1,0 +1,150 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/manager/pending_deallocations.hpp>
+
+#include <exception>
+#include <string>
+
+namespace gpumem {
+
+pending_deallocations::pending_deallocations(std::size_t max_count, std::size_t max_bytes)
+    : max_count_(max_count), max_bytes_(max_bytes) {}
+
+pending_deallocations::~pending_deallocations() {
+  close();
+}
+
+bool pending_deallocations::over_limits_locked() const noexcept {
+  // Both comparisons strict, as Numba's _PendingDeallocs.add_item.
+  return items_.size() > max_count_ || bytes_ > max_bytes_;
+}
+
+std::deque<pending_deallocations::item> pending_deallocations::take_all_locked() {
+  std::deque<item> batch;
+  batch.swap(items_);
+  bytes_ = 0;
+  return batch;
+}
+
+std::size_t pending_deallocations::run(std::deque<item>& items) noexcept {
+  std::size_t ran = 0;
+  std::size_t failed = 0;
+  std::size_t const total = items.size();
+  while (!items.empty()) {
+    item current = std::move(items.front());
+    items.pop_front();
+    try {
+      current.release();
+      ++ran;
+    } catch (std::exception const& e) {
+      ++failed;
+      log(log_level::error, "pending deallocation of " + std::to_string(current.bytes) +
+                                " bytes failed: " + e.what() + " (continuing with the " +
+                                std::to_string(items.size()) + " remaining of " +
+                                std::to_string(total) + ")");
+    } catch (...) {
+      ++failed;
+      log(log_level::error, "pending deallocation of " + std::to_string(current.bytes) +
+                                " bytes failed with a non-standard exception (continuing)");
+    }
+    // `current` is destroyed here, after its release ran: whatever the release captured (a
+    // pinned range's owner) goes only now.
+  }
+  (void)failed;
+  return ran;
+}
+
+void pending_deallocations::enqueue(std::function<void()> release, std::size_t bytes) {
+  std::deque<item> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) {
+      batch.push_back(item{std::move(release), bytes});
+    } else {
+      items_.push_back(item{std::move(release), bytes});
+      bytes_ += bytes;
+      if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
+    }
+  }
+  run(batch);
+}
+
+std::size_t pending_deallocations::flush() {
+  std::deque<item> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (deferral_depth_ > 0) return 0;
+    batch = take_all_locked();
+  }
+  return run(batch);
+}
+
+void pending_deallocations::close() noexcept {
+  std::deque<item> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+    batch = take_all_locked();
+  }
+  run(batch);
+}
+
+std::size_t pending_deallocations::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return items_.size();
+}
+
+std::size_t pending_deallocations::bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
+}
+
+bool pending_deallocations::is_deferred() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return deferral_depth_ > 0;
+}
+
+bool pending_deallocations::is_closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
+}
+
+cleanup_guard pending_deallocations::defer_cleanup() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++deferral_depth_;
+  }
+  // The guard refers to this queue: it must not outlive it (nor its context).
+  return cleanup_guard([this] { end_deferral(); });
+}
+
+void pending_deallocations::end_deferral() noexcept {
+  std::deque<item> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (deferral_depth_ > 0) --deferral_depth_;
+    // Frees held back by the deferral that put the queue over a limit happen as it ends.
+    if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
+  }
+  run(batch);
+}
+
+void pending_deallocations::check_invariants() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t sum = 0;
+  for (item const& i : items_) {
+    GPUMEM_EXPECTS(static_cast<bool>(i.release), "pending_deallocations: an item has no release");
+    sum += i.bytes;
+  }
+  GPUMEM_EXPECTS(sum == bytes_, "pending_deallocations: byte count " + std::to_string(bytes_) +
+                                    " differs from the sum of the items " + std::to_string(sum));
+  GPUMEM_EXPECTS(!closed_ || items_.empty(), "pending_deallocations: closed queue holds " +
+                                                 std::to_string(items_.size()) + " items");
+  GPUMEM_EXPECTS(deferral_depth_ > 0 || !over_limits_locked(),
+                 "pending_deallocations: not deferred but over a limit (" +
+                     std::to_string(items_.size()) + " items, " + std::to_string(bytes_) +
+                     " bytes; limits " + std::to_string(max_count_) + " items, " +
+                     std::to_string(max_bytes_) + " bytes)");
+}
+
+}  // namespace gpumem

@@ -1,0 +1,46 @@
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/resource_memory_manager.hpp>
+
+#include "allocation_retry.hpp"
+#include "scoped_device.hpp"
+
+namespace gpumem {
+
+resource_memory_manager::resource_memory_manager(context& owner,
+                                                 std::shared_ptr<memory_resource> resource,
+                                                 hooks callbacks, std::string name)
+    : ipc_mixin<host_only_memory_manager>(owner),
+      resource_(std::move(resource)),
+      hooks_(std::move(callbacks)),
+      name_(std::move(name)) {
+  GPUMEM_EXPECTS(resource_ != nullptr, "resource_memory_manager: the resource is null");
+  if (name_.empty()) name_ = resource_->name();
+}
+
+memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
+  context& ctx = owning_context();
+  if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
+  int const device = ctx.device();
+  detail::scoped_device on_device(device);
+  void* const ptr = detail::allocate_with_retry(
+      ctx, bytes, [&] { return resource_->allocate_sync(bytes); }, hooks_.on_out_of_memory);
+  // Freed at once (see the class comment); the finalizer shares the resource so it outlives the
+  // manager if need be.
+  return memory_pointer(ctx, ptr, bytes, [resource = resource_, ptr, bytes, device] {
+    detail::scoped_device d(device);
+    resource->deallocate_sync(ptr, bytes);
+  });
+}
+
+memory_info resource_memory_manager::get_memory_info() {
+  detail::scoped_device on_device(owning_context().device());
+  return resource_->get_memory_info();
+}
+
+void resource_memory_manager::reset() {
+  host_only_memory_manager::reset();
+  if (hooks_.on_reset) hooks_.on_reset();
+}
+
+}  // namespace gpumem

@@ -1,0 +1,204 @@
+// Contexts and the choice of memory manager: set_memory_manager (version check at once, affects
+// new contexts only), close(), GPUMEM_MEMORY_MANAGER with built-in names and plugin libraries built
+// by this test directory, and the errors for bad values.
+#include <gpumem/core/environment.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/default_memory_manager.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "scoped_backend.hpp"
+#include "test_plugin_manager.hpp"
+
+namespace gpumem {
+namespace {
+
+// Counts constructions and initialisations; reports a settable interface version.
+class counting_manager : public test::test_plugin_manager {
+ public:
+  explicit counting_manager(context& owner) : test::test_plugin_manager(owner) { ++constructed; }
+  void initialize() override { ++initialized; }
+  int interface_version() const override { return version; }
+  std::string name() const override { return "counting"; }
+  static inline int constructed = 0;
+  static inline int initialized = 0;
+  static inline int version = 1;
+};
+
+memory_manager_factory counting_factory() {
+  return [](context& c) { return std::make_unique<counting_manager>(c); };
+}
+
+// Sets an environment variable (or unsets it) and makes gpumem re-read the environment and
+// re-create its contexts; restores everything on destruction.
+class scoped_manager_env {
+ public:
+  explicit scoped_manager_env(std::optional<std::string> value) { apply(value); }
+  ~scoped_manager_env() { apply(std::nullopt); }
+
+ private:
+  static void apply(std::optional<std::string> const& value) {
+    if (value)
+      ::setenv("GPUMEM_MEMORY_MANAGER", value->c_str(), 1);
+    else
+      ::unsetenv("GPUMEM_MEMORY_MANAGER");
+    reload_environment();
+    set_memory_manager({});
+    close();
+  }
+};
+
+class context_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    counting_manager::constructed = 0;
+    counting_manager::initialized = 0;
+    counting_manager::version = 1;
+  }
+  void TearDown() override {
+    set_memory_manager({});
+    close();
+  }
+};
+
+TEST_F(context_test, current_context_is_created_once_with_an_initialized_default_manager) {
+  close();
+  context& a = current_context();
+  context& b = current_context();
+  EXPECT_EQ(&a, &b);
+  EXPECT_EQ(a.device(), backend().current_device());
+  EXPECT_EQ(a.memory_manager().name(), "default");
+  EXPECT_EQ(&a.memory_manager().owning_context(), &a);
+  EXPECT_EQ(&get_context(a.device()), &a);
+  EXPECT_THROW((void)get_context(backend().device_count()), logic_error);
+  EXPECT_THROW((void)get_context(-1), logic_error);
+}
+
+TEST_F(context_test, set_memory_manager_probes_the_version_once_without_initializing) {
+  set_memory_manager(counting_factory());
+  EXPECT_EQ(counting_manager::constructed, 1) << "one probe instance";
+  EXPECT_EQ(counting_manager::initialized, 0) << "the probe is never initialised";
+}
+
+TEST_F(context_test, a_version_mismatch_names_both_versions) {
+  counting_manager::version = 2;
+  try {
+    set_memory_manager(counting_factory());
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 1, got 2"), std::string::npos) << e.what();
+  }
+  close();
+  EXPECT_EQ(current_context().memory_manager().name(), "default") << "the bad factory was not set";
+}
+
+TEST_F(context_test, set_memory_manager_affects_contexts_created_afterwards) {
+  close();
+  context& before = current_context();
+  EXPECT_EQ(before.memory_manager().name(), "default");
+  set_memory_manager(counting_factory());
+  EXPECT_EQ(current_context().memory_manager().name(), "default")
+      << "existing contexts keep theirs";
+  close();
+  context& after = current_context();
+  EXPECT_EQ(after.memory_manager().name(), "counting");
+  EXPECT_EQ(counting_manager::initialized, 1);
+  (void)current_context();
+  EXPECT_EQ(counting_manager::initialized, 1) << "one context, one manager";
+}
+
+TEST_F(context_test, close_flushes_pending_frees) {
+  // A private device: a real GPU's free memory also moves with other processes.
+  test::scoped_backend device(8 << 20);
+  context& ctx = current_context();
+  auto& manager = dynamic_cast<default_memory_manager&>(ctx.memory_manager());
+  std::size_t const free_before = backend().get_memory_info().free;
+  (void)manager.memalloc(1 << 20);
+  ASSERT_EQ(ctx.pending_deallocations().size(), 1u);
+  close();
+  EXPECT_EQ(backend().get_memory_info().free, free_before);
+}
+
+TEST_F(context_test, the_plugin_library_is_loaded_through_the_environment) {
+  scoped_manager_env env(std::string(GPUMEM_TEST_PLUGIN_PATH));
+  context& ctx = current_context();
+  EXPECT_EQ(ctx.memory_manager().name(), "test_plugin");
+  memory_pointer p = ctx.memory_manager().memalloc(4096);
+  EXPECT_NE(p.device_pointer(), nullptr);
+  EXPECT_THROW((void)ctx.memory_manager().get_memory_info(), not_supported);
+}
+
+TEST_F(context_test, built_in_names_are_accepted) {
+  {
+    scoped_manager_env env(std::string("host_only"));
+    EXPECT_EQ(current_context().memory_manager().name(), "host_only");
+  }
+  {
+    scoped_manager_env env(std::string("default"));
+    EXPECT_EQ(current_context().memory_manager().name(), "default");
+  }
+  {
+    scoped_manager_env env(std::string(""));
+    EXPECT_EQ(current_context().memory_manager().name(), "default");
+  }
+}
+
+// Each bad value of GPUMEM_MEMORY_MANAGER is an error naming the value and the reason.
+void expect_bad_value(std::string const& value, std::string const& reason) {
+  scoped_manager_env env(value);
+  try {
+    (void)current_context();
+    FAIL() << "expected logic_error for " << value;
+  } catch (logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("GPUMEM_MEMORY_MANAGER=" + value), std::string::npos) << what;
+    EXPECT_NE(what.find(reason), std::string::npos) << what;
+  }
+}
+
+TEST_F(context_test, an_unknown_name_is_an_error_listing_the_built_ins) {
+  expect_bad_value("no_such_manager", "unknown memory manager");
+  expect_bad_value("no_such_manager", "default, host_only");
+}
+
+TEST_F(context_test, a_nonexistent_library_is_an_error_with_the_dlerror) {
+  expect_bad_value("/nonexistent/libgpumem_no_plugin.so", "cannot load the shared library");
+  expect_bad_value("/nonexistent/libgpumem_no_plugin.so", "No such file");
+}
+
+TEST_F(context_test, a_library_without_the_entry_point_is_an_error) {
+  expect_bad_value(GPUMEM_LIBRARY_PATH, "does not export gpumem_memory_manager_factory");
+}
+
+TEST_F(context_test, a_plugin_library_with_another_interface_version_is_an_error) {
+  expect_bad_value(GPUMEM_TEST_PLUGIN_V2_PATH, "expected 1, got 2");
+}
+
+TEST_F(context_test, registered_managers_are_found_by_name) {
+  register_memory_manager("counting_for_test", counting_factory());
+  auto names = registered_memory_managers();
+  EXPECT_NE(std::find(names.begin(), names.end(), "counting_for_test"), names.end());
+  scoped_manager_env env(std::string("counting_for_test"));
+  EXPECT_EQ(current_context().memory_manager().name(), "counting");
+  EXPECT_THROW(register_memory_manager("a/b", counting_factory()), logic_error);
+  EXPECT_THROW(register_memory_manager("empty", {}), logic_error);
+}
+
+TEST_F(context_test, the_probe_context_has_no_manager_to_hand_out) {
+  // A constructor that reaches for its context's manager fails on the probe, with a message.
+  struct greedy : counting_manager {
+    explicit greedy(context& c) : counting_manager(c) { (void)c.memory_manager(); }
+  };
+  EXPECT_THROW(set_memory_manager([](context& c) { return std::make_unique<greedy>(c); }),
+               logic_error);
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,263 @@
+// The contract every memory manager keeps: one typed suite, instantiated for the default manager,
+// a plugin built on host_only_memory_manager, and resource_memory_manager over a trivial resource.
+// A new manager is a fixture struct plus one line in `manager_types`.
+#include <gpumem/core/error.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/default_memory_manager.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/manager/resource_memory_manager.hpp>
+#include <gpumem/mr/memory_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "test_plugin_manager.hpp"
+
+namespace gpumem {
+namespace {
+
+// The simplest resource: every call goes to the backend.
+class backend_resource final : public memory_resource {
+ public:
+  std::string name() const override { return "backend_resource"; }
+  memory_info get_memory_info() const override { return backend().get_memory_info(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override {
+    return bytes == 0 ? nullptr : backend().allocate(bytes);
+  }
+  void do_deallocate(void* ptr, std::size_t, stream_handle) noexcept override {
+    if (ptr == nullptr) return;
+    try {
+      backend().deallocate(ptr);
+    } catch (...) {
+    }
+  }
+};
+
+struct default_manager_fixture {
+  static memory_manager_factory factory() {
+    return [](context& c) { return std::make_unique<default_memory_manager>(c); };
+  }
+  static constexpr bool has_memory_info = true;
+};
+
+struct plugin_manager_fixture {
+  static memory_manager_factory factory() {
+    return [](context& c) { return std::make_unique<test::test_plugin_manager>(c); };
+  }
+  static constexpr bool has_memory_info = false;
+};
+
+struct resource_manager_fixture {
+  static memory_manager_factory factory() {
+    return [](context& c) {
+      return std::make_unique<resource_memory_manager>(c, std::make_shared<backend_resource>());
+    };
+  }
+  static constexpr bool has_memory_info = true;
+};
+
+struct builtin_host_only_fixture {
+  static memory_manager_factory factory() { return load_memory_manager("host_only"); }
+  static constexpr bool has_memory_info = true;
+};
+
+template <class Fixture>
+class manager_contract : public ::testing::Test {
+ protected:
+  memory_manager& manager() { return ctx.memory_manager(); }
+  pending_deallocations& queue() { return ctx.pending_deallocations(); }
+
+  // Writes a pattern through the backend and reads it back.
+  static void expect_round_trip(void* device_ptr, std::size_t bytes, std::uint8_t seed) {
+    std::vector<std::uint8_t> in(bytes), out(bytes, 0);
+    for (std::size_t i = 0; i < bytes; ++i)
+      in[i] = static_cast<std::uint8_t>(seed + i * 7);
+    backend().copy(device_ptr, in.data(), bytes);
+    backend().copy(out.data(), device_ptr, bytes);
+    EXPECT_EQ(in, out);
+  }
+
+  context ctx{0, Fixture::factory()};
+};
+
+using manager_types = ::testing::Types<default_manager_fixture, plugin_manager_fixture,
+                                       resource_manager_fixture, builtin_host_only_fixture>;
+TYPED_TEST_SUITE(manager_contract, manager_types);
+
+TYPED_TEST(manager_contract, memalloc_gives_distinct_aligned_non_overlapping_memory) {
+  std::vector<memory_pointer> held;
+  for (std::size_t bytes : {1u, 7u, 255u, 256u, 1000u, 4096u, 65537u, 3u, 1u << 20})
+    held.push_back(this->manager().memalloc(bytes));
+  std::vector<std::size_t> order(held.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return held[a].device_pointer() < held[b].device_pointer();
+  });
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    memory_pointer const& p = held[order[i]];
+    ASSERT_NE(p.device_pointer(), nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p.device_pointer()) % 256, 0u);
+    EXPECT_EQ(p.use_count(), 1);
+    EXPECT_EQ(&p.owning_context(), &this->ctx);
+    if (i + 1 < order.size()) {
+      auto const end = static_cast<char*>(p.device_pointer()) + p.size();
+      EXPECT_LE(end, static_cast<char*>(held[order[i + 1]].device_pointer()));
+    }
+  }
+  this->expect_round_trip(held.back().device_pointer(), held.back().size(), 3);
+}
+
+TYPED_TEST(manager_contract, memalloc_of_zero_bytes_is_a_null_pointer) {
+  memory_pointer p = this->manager().memalloc(0);
+  EXPECT_EQ(p.device_pointer(), nullptr);
+  EXPECT_EQ(p.size(), 0u);
+}
+
+TYPED_TEST(manager_contract, memhostalloc_unmapped_is_pinned_host_memory) {
+  host_memory m = this->manager().memhostalloc(4096, host_alloc_flags{});
+  ASSERT_NE(m.host_pointer(), nullptr);
+  EXPECT_EQ(m.size(), 4096u);
+  EXPECT_FALSE(m.is_mapped());
+  EXPECT_THROW((void)m.device_pointer(), logic_error);
+  std::memset(m.host_pointer(), 0x5a, 4096);
+  EXPECT_EQ(static_cast<unsigned char*>(m.host_pointer())[4095], 0x5a);
+}
+
+TYPED_TEST(manager_contract, memhostalloc_mapped_is_visible_through_its_device_pointer) {
+  host_alloc_flags flags;
+  flags.mapped = true;
+  host_memory m = this->manager().memhostalloc(1024, flags);
+  ASSERT_TRUE(m.is_mapped());
+  ASSERT_NE(m.device_pointer(), nullptr);
+  std::vector<std::uint8_t> pattern(1024);
+  for (std::size_t i = 0; i < pattern.size(); ++i)
+    pattern[i] = static_cast<std::uint8_t>(i * 13);
+  std::memcpy(m.host_pointer(), pattern.data(), pattern.size());
+  std::vector<std::uint8_t> seen(1024, 0);
+  backend().copy(seen.data(), m.device_pointer(), seen.size());
+  EXPECT_EQ(seen, pattern);
+}
+
+TYPED_TEST(manager_contract, mempin_keeps_the_owner_alive_until_unpinned) {
+  for (bool mapped : {false, true}) {
+    auto owner = std::make_shared<std::vector<char>>(8192, 'x');
+    std::weak_ptr<std::vector<char>> watch = owner;
+    void* const data = owner->data();
+    {
+      host_memory pinned = this->manager().mempin(owner, data, owner->size(), mapped);
+      owner.reset();
+      EXPECT_EQ(pinned.host_pointer(), data);
+      EXPECT_EQ(pinned.is_mapped(), mapped);
+      if (mapped) {
+        EXPECT_NE(pinned.device_pointer(), nullptr);
+      }
+      EXPECT_FALSE(watch.expired());
+    }
+    // Every manager here defers host-side releases: the unpin is queued, and the owner lives
+    // until it has happened.
+    EXPECT_EQ(this->queue().size(), 1u);
+    EXPECT_FALSE(watch.expired());
+    this->manager().reset();
+    EXPECT_TRUE(watch.expired()) << "mapped=" << mapped;
+  }
+  EXPECT_THROW((void)this->manager().mempin(nullptr, nullptr, 10, false), logic_error);
+}
+
+TYPED_TEST(manager_contract, memallocmanaged_is_usable_from_the_host) {
+  for (bool attach_global : {true, false}) {
+    managed_memory m = this->manager().memallocmanaged(4096, attach_global);
+    ASSERT_NE(m.host_pointer(), nullptr);
+    EXPECT_EQ(m.host_pointer(), m.device_pointer());
+    auto* bytes = static_cast<unsigned char*>(m.host_pointer());
+    for (int i = 0; i < 4096; ++i)
+      bytes[i] = static_cast<unsigned char>(i);
+    EXPECT_EQ(bytes[4095], static_cast<unsigned char>(4095));
+  }
+}
+
+TYPED_TEST(manager_contract, initialize_is_idempotent_and_comes_before_the_first_memalloc) {
+  std::unique_ptr<memory_manager> fresh = TypeParam::factory()(this->ctx);
+  fresh->initialize();
+  fresh->initialize();
+  {
+    memory_pointer p = fresh->memalloc(512);
+    this->expect_round_trip(p.device_pointer(), 512, 1);
+    fresh->initialize();  // must not invalidate earlier state
+    this->expect_round_trip(p.device_pointer(), 512, 2);
+  }
+  fresh->reset();
+}
+
+TYPED_TEST(manager_contract, reset_may_come_before_initialize) {
+  std::unique_ptr<memory_manager> fresh = TypeParam::factory()(this->ctx);
+  EXPECT_NO_THROW(fresh->reset());
+  fresh->initialize();
+  memory_pointer p = fresh->memalloc(64);
+  EXPECT_NE(p.device_pointer(), nullptr);
+}
+
+TYPED_TEST(manager_contract, memory_info_is_reported_or_not_supported) {
+  if constexpr (TypeParam::has_memory_info) {
+    memory_info const info = this->manager().get_memory_info();
+    EXPECT_GT(info.total, 0u);
+    EXPECT_LE(info.free, info.total);
+  } else {
+    EXPECT_THROW((void)this->manager().get_memory_info(), not_supported);
+  }
+}
+
+TYPED_TEST(manager_contract, defer_cleanup_nests_and_defers_host_frees) {
+  std::size_t const items = this->queue().max_count() + 2;
+  {
+    cleanup_guard outer = this->manager().defer_cleanup();
+    {
+      cleanup_guard inner = this->manager().defer_cleanup();
+      for (std::size_t i = 0; i < items; ++i)
+        (void)this->manager().memhostalloc(64, host_alloc_flags{});
+      EXPECT_EQ(this->queue().size(), items);
+    }
+    EXPECT_TRUE(this->queue().is_deferred());
+    this->manager().reset();  // a no-op while deferred
+    EXPECT_EQ(this->queue().size(), items);
+  }
+  EXPECT_FALSE(this->queue().is_deferred());
+  EXPECT_EQ(this->queue().size(), 0u) << "the outermost guard ends over the count limit";
+  this->queue().check_invariants();
+}
+
+TYPED_TEST(manager_contract, reset_releases_what_is_pending) {
+  (void)this->manager().memhostalloc(64, host_alloc_flags{});
+  EXPECT_EQ(this->queue().size(), 1u);
+  this->manager().reset();
+  EXPECT_EQ(this->queue().size(), 0u);
+}
+
+TYPED_TEST(manager_contract, interface_version_is_one_and_the_name_is_set) {
+  EXPECT_EQ(this->manager().interface_version(), 1);
+  EXPECT_FALSE(this->manager().name().empty());
+}
+
+TYPED_TEST(manager_contract, ipc_handle_of_a_view_records_its_offset) {
+  memory_pointer p = this->manager().memalloc(4096);
+  memory_pointer v = p.view(512, 100);
+  ipc_handle h = this->manager().get_ipc_handle(v);
+  EXPECT_EQ(h.offset(), 512u);
+  EXPECT_EQ(h.size(), 100u);
+  EXPECT_EQ(h.source_process(), static_cast<std::int64_t>(::getpid()));
+  EXPECT_EQ(h.source(), backend().identity(0));
+  EXPECT_EQ(p.use_count(), 3) << "the handle keeps the exported memory alive";
+  EXPECT_THROW((void)h.open(this->ctx), logic_error) << "opening in the exporting process";
+}
+
+}  // namespace
+}  // namespace gpumem

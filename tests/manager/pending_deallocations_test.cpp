@@ -1,0 +1,224 @@
+// The deferred-deallocation queue: exact thresholds, deferral, error isolation, threads, and a
+// seeded model-based stress test with check_invariants() after every step.
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/manager/pending_deallocations.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+// Captures log messages for the life of the scope.
+class log_capture {
+ public:
+  log_capture() {
+    previous_ = set_log_sink([this](log_level level, std::string_view message) {
+      if (level == log_level::error) errors.emplace_back(message);
+    });
+  }
+  ~log_capture() { set_log_sink(previous_); }
+  std::vector<std::string> errors;
+
+ private:
+  log_sink previous_;
+};
+
+TEST(pending_deallocations, ten_items_wait_the_eleventh_flushes_all) {
+  pending_deallocations queue(10, 1u << 30);
+  int released = 0;
+  for (int i = 0; i < 10; ++i)
+    queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_EQ(released, 0);
+  EXPECT_EQ(queue.size(), 10u);
+  queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_EQ(released, 11);
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_EQ(queue.bytes(), 0u);
+  queue.check_invariants();
+}
+
+TEST(pending_deallocations, bytes_equal_to_the_limit_wait_one_more_byte_flushes) {
+  pending_deallocations queue(100, 1000);
+  int released = 0;
+  queue.enqueue([&released] { ++released; }, 600);
+  queue.enqueue([&released] { ++released; }, 400);
+  EXPECT_EQ(queue.bytes(), 1000u);
+  EXPECT_EQ(released, 0);
+  queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_EQ(released, 3);
+  EXPECT_EQ(queue.bytes(), 0u);
+}
+
+TEST(pending_deallocations, nothing_is_released_while_deferred_and_guards_nest) {
+  pending_deallocations queue(2, 1u << 30);
+  int released = 0;
+  {
+    cleanup_guard outer = queue.defer_cleanup();
+    {
+      cleanup_guard inner = queue.defer_cleanup();
+      for (int i = 0; i < 5; ++i)
+        queue.enqueue([&released] { ++released; }, 1);
+      EXPECT_EQ(queue.flush(), 0u);
+    }
+    EXPECT_TRUE(queue.is_deferred());
+    EXPECT_EQ(released, 0);
+    EXPECT_EQ(queue.size(), 5u);
+    queue.check_invariants();
+  }
+  // The outermost guard ends over the count limit: it flushes.
+  EXPECT_FALSE(queue.is_deferred());
+  EXPECT_EQ(released, 5);
+  queue.check_invariants();
+}
+
+TEST(pending_deallocations, outermost_guard_under_the_limits_does_not_flush) {
+  pending_deallocations queue(10, 1u << 30);
+  int released = 0;
+  {
+    cleanup_guard guard = queue.defer_cleanup();
+    queue.enqueue([&released] { ++released; }, 1);
+  }
+  EXPECT_EQ(released, 0);
+  EXPECT_EQ(queue.flush(), 1u);
+  EXPECT_EQ(released, 1);
+}
+
+TEST(pending_deallocations, a_throw_inside_a_guard_ends_the_deferral) {
+  pending_deallocations queue(1, 1u << 30);
+  int released = 0;
+  try {
+    cleanup_guard guard = queue.defer_cleanup();
+    queue.enqueue([&released] { ++released; }, 1);
+    queue.enqueue([&released] { ++released; }, 1);
+    EXPECT_EQ(released, 0);
+    throw std::runtime_error("user code failed");
+  } catch (std::runtime_error const&) {
+  }
+  EXPECT_FALSE(queue.is_deferred());
+  EXPECT_EQ(released, 2);
+}
+
+TEST(pending_deallocations, moved_and_reset_guards_end_the_deferral_once) {
+  pending_deallocations queue(10, 1u << 30);
+  cleanup_guard a = queue.defer_cleanup();
+  cleanup_guard b = std::move(a);
+  EXPECT_FALSE(a.active());  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(b.active());
+  cleanup_guard c = queue.defer_cleanup();
+  c.chain(std::move(b));
+  c.reset();
+  c.reset();
+  EXPECT_FALSE(queue.is_deferred());
+  queue.check_invariants();
+}
+
+TEST(pending_deallocations, a_failing_release_is_logged_and_the_others_still_run) {
+  log_capture capture;
+  pending_deallocations queue(100, 1u << 30);
+  std::vector<int> order;
+  queue.enqueue([&order] { order.push_back(1); }, 10);
+  queue.enqueue([] { throw std::runtime_error("free failed"); }, 20);
+  queue.enqueue([&order] { order.push_back(3); }, 30);
+  EXPECT_EQ(queue.flush(), 2u);
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+  ASSERT_EQ(capture.errors.size(), 1u);
+  EXPECT_NE(capture.errors[0].find("free failed"), std::string::npos) << capture.errors[0];
+  EXPECT_NE(capture.errors[0].find("20 bytes"), std::string::npos) << capture.errors[0];
+  EXPECT_EQ(queue.size(), 0u);
+}
+
+TEST(pending_deallocations, after_close_enqueue_releases_at_once) {
+  pending_deallocations queue(10, 1u << 30);
+  int released = 0;
+  {
+    cleanup_guard guard = queue.defer_cleanup();
+    queue.enqueue([&released] { ++released; }, 1);
+    queue.close();  // regardless of the deferral
+    EXPECT_EQ(released, 1);
+  }
+  queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_EQ(released, 2);
+  EXPECT_TRUE(queue.is_closed());
+  queue.check_invariants();
+}
+
+TEST(pending_deallocations, releases_from_many_threads_all_run) {
+  std::atomic<int> released{0};
+  {
+    pending_deallocations queue(10, 1u << 30);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 1000; ++i) {
+          queue.enqueue([&released] { released.fetch_add(1); }, 8);
+          if (i % 97 == 0) {
+            cleanup_guard guard = queue.defer_cleanup();
+            queue.enqueue([&released] { released.fetch_add(1); }, 8);
+          }
+        }
+      });
+    }
+    for (auto& t : threads)
+      t.join();
+    queue.check_invariants();
+  }  // destruction runs what is left
+  EXPECT_EQ(released.load(), 4 * (1000 + 11));
+}
+
+// Random enqueue / flush / defer / undefer against a model of the queue.
+TEST(pending_deallocations, model_based_stress) {
+  std::mt19937 rng(20240611);
+  std::size_t const max_count = 7;
+  std::size_t const max_bytes = 5000;
+  std::size_t released = 0;  // before the queue: its destructor may run releases
+  pending_deallocations queue(max_count, max_bytes);
+  std::size_t model_count = 0;
+  std::size_t model_bytes = 0;
+  std::size_t model_released = 0;
+  std::vector<cleanup_guard> guards;
+  auto model_flush = [&] {
+    model_released += model_count;
+    model_count = 0;
+    model_bytes = 0;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    int const op = static_cast<int>(rng() % 10);
+    if (op < 6) {
+      std::size_t const bytes = rng() % 1200;
+      queue.enqueue([&released] { ++released; }, bytes);
+      ++model_count;
+      model_bytes += bytes;
+      if (guards.empty() && (model_count > max_count || model_bytes > max_bytes)) model_flush();
+    } else if (op == 6) {
+      std::size_t const ran = queue.flush();
+      if (guards.empty()) {
+        EXPECT_EQ(ran, model_count);
+        model_flush();
+      } else {
+        EXPECT_EQ(ran, 0u);
+      }
+    } else if (op < 9 && guards.size() < 4) {
+      guards.push_back(queue.defer_cleanup());
+    } else if (!guards.empty()) {
+      guards.pop_back();
+      if (guards.empty() && (model_count > max_count || model_bytes > max_bytes)) model_flush();
+    }
+    queue.check_invariants();
+    ASSERT_EQ(queue.size(), model_count) << "step " << step;
+    ASSERT_EQ(queue.bytes(), model_bytes) << "step " << step;
+    ASSERT_EQ(released, model_released) << "step " << step;
+    ASSERT_EQ(queue.is_deferred(), !guards.empty()) << "step " << step;
+  }
+  guards.clear();
+}
+
+}  // namespace
+}  // namespace gpumem
