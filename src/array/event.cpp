@@ -1,0 +1,88 @@
+// Events for users (see event.hpp). The handle is destroyed through the context's queue of
+// resource releases; the backend is remembered at creation so that the release goes to the
+// backend that made the handle.
+#include <gpumem/array/event.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/manager/context.hpp>
+
+#include <string>
+
+namespace gpumem {
+namespace detail {
+
+struct event_state {
+  event_state(device_backend& b, bool with_timing)
+      : backend(&b),
+        releases(current_context().shared_pending_resource_releases()),
+        handle(b.create_event(with_timing)),
+        timing(with_timing) {}
+  event_state(event_state const&) = delete;
+  event_state& operator=(event_state const&) = delete;
+  ~event_state() {
+    device_backend* b = backend;
+    event_handle h = handle;
+    try {
+      releases->enqueue([b, h] { b->destroy_event(h); }, 0);
+    } catch (std::exception const& e) {
+      log(log_level::error, std::string("event: destroy failed: ") + e.what());
+    }
+  }
+
+  device_backend* backend;
+  std::shared_ptr<pending_deallocations> releases;
+  event_handle handle;
+  bool timing;
+};
+
+}  // namespace detail
+
+namespace {
+detail::event_state& checked(std::shared_ptr<detail::event_state> const& s, char const* what) {
+  GPUMEM_EXPECTS(s != nullptr,
+                 std::string("event::") + what + ": the event is empty (never created)");
+  return *s;
+}
+}  // namespace
+
+event event::create(bool timing) {
+  event e;
+  e.state_ = std::make_shared<detail::event_state>(backend(), timing);
+  return e;
+}
+
+event_handle event::handle() const noexcept {
+  return state_ ? state_->handle : nullptr;
+}
+bool event::timing() const noexcept {
+  return state_ && state_->timing;
+}
+
+void event::record(stream const& s) const {
+  auto& st = checked(state_, "record");
+  st.backend->record_event(st.handle, s.handle());
+}
+
+bool event::query() const {
+  auto& st = checked(state_, "query");
+  return st.backend->query_event(st.handle);
+}
+
+void event::synchronize() const {
+  auto& st = checked(state_, "synchronize");
+  st.backend->synchronize_event(st.handle);
+}
+
+void event::wait(stream const& s) const {
+  s.wait(*this);
+}
+
+float event::elapsed_time(event const& stop) const {
+  auto& start_state = checked(state_, "elapsed_time (start)");
+  auto& stop_state = checked(stop.state_, "elapsed_time (stop)");
+  GPUMEM_EXPECTS(start_state.timing && stop_state.timing,
+                 "event::elapsed_time: both events must be created with timing = true");
+  return start_state.backend->elapsed_ms(start_state.handle, stop_state.handle);
+}
+
+}  // namespace gpumem

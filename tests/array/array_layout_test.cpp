@@ -1,0 +1,127 @@
+// Shapes, strides, slicing and reshaping of array_layout (pure host logic).
+#include <gpumem/array/array_layout.hpp>
+#include <gpumem/core/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gpumem {
+namespace {
+
+// Runs `f`, expects a logic_error whose message contains `needle`.
+template <class F>
+void expect_logic_error(F&& f, std::string const& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected gpumem::logic_error containing \"" << needle << "\"";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << needle;
+  }
+}
+
+TEST(ArrayLayout, ContiguousStridesInBothOrders) {
+  auto c = array_layout::contiguous({2, 3, 4}, 8);
+  EXPECT_EQ(c.strides_vector(), (strides_type{96, 32, 8}));
+  EXPECT_TRUE(c.is_c_contiguous());
+  EXPECT_FALSE(c.is_f_contiguous());
+  auto f = array_layout::contiguous({2, 3, 4}, 8, array_order::fortran);
+  EXPECT_EQ(f.strides_vector(), (strides_type{8, 16, 48}));
+  EXPECT_TRUE(f.is_f_contiguous());
+  EXPECT_EQ(f.natural_order(), array_order::fortran);
+  EXPECT_EQ(c.size(), 24u);
+  EXPECT_EQ(c.nbytes(), 192u);
+}
+
+TEST(ArrayLayout, LinearOffsetsFollowCOrder) {
+  auto f = array_layout::contiguous({2, 3}, 4, array_order::fortran);
+  // C-order element 1 is (0, 1): offset 1 * 8 in Fortran order.
+  EXPECT_EQ(f.offset_of_linear(1), 8);
+  EXPECT_EQ(f.offset_of_linear(3), 4);  // (1, 0)
+  std::size_t const index[] = {1, 2};
+  EXPECT_EQ(f.offset_of(index), 4 + 16);
+}
+
+TEST(ArrayLayout, BadShapeAndStridesNameTheValue) {
+  expect_logic_error([] { array_layout::contiguous(shape_type(9, 1), 4); }, "rank 9");
+  expect_logic_error([] { array_layout::contiguous({std::size_t(-3), 2}, 4); }, "shape[0]");
+  expect_logic_error(
+      [] {
+        array_layout::contiguous({std::size_t(1) << 40, std::size_t(1) << 40}, 8);
+      },
+      "exceed the address space");
+  expect_logic_error([] { array_layout::strided({2, 3}, {12, 6}, 4); }, "strides[1] = 6");
+  expect_logic_error([] { array_layout::strided({2, 3}, {12}, 4); }, "1 strides for shape (2, 3)");
+}
+
+TEST(ArrayLayout, SlicesSelectTheRightElements) {
+  auto l = array_layout::contiguous({4, 6}, 4);
+  auto s = l.sliced({slice{1, 3}, slice{0, 6, 2}});
+  EXPECT_EQ(s.layout.shape_vector(), (shape_type{2, 3}));
+  EXPECT_EQ(s.layout.strides_vector(), (strides_type{24, 8}));
+  EXPECT_EQ(s.byte_offset, 24);
+  EXPECT_FALSE(s.layout.is_contiguous());
+
+  auto r = l.sliced({slice::all(), slice{1, 5, -1}});  // columns 4, 3, 2, 1
+  EXPECT_EQ(r.layout.shape[1], 4u);
+  EXPECT_EQ(r.layout.strides[1], -4);
+  EXPECT_EQ(r.byte_offset, 16);
+  auto e = r.layout.extent();
+  EXPECT_EQ(e.lowest, -12);
+  EXPECT_EQ(e.highest, 3 * 24 + 4);
+
+  auto r2 = l.sliced({slice{0, 4, -3}});  // rows 3, 0
+  EXPECT_EQ(r2.layout.shape[0], 2u);
+  EXPECT_EQ(r2.byte_offset, 3 * 24);
+  EXPECT_EQ(r2.layout.strides[0], -72);
+}
+
+TEST(ArrayLayout, OutOfRangeSlicesThrow) {
+  auto l = array_layout::contiguous({4, 6}, 4);
+  expect_logic_error(
+      [&] {
+        l.sliced({slice{0, 5}});
+      },
+      "out-of-range slice [0, 5) step 1 of dimension 0 (length 4)");
+  expect_logic_error([&] { l.sliced({slice{3, 2}}); }, "out-of-range slice [3, 2)");
+  expect_logic_error([&] { l.sliced({slice::all(), slice{-1, 2}}); }, "dimension 1");
+  expect_logic_error([&] { l.sliced({slice{0, 2, 0}}); }, "step is 0");
+  expect_logic_error(
+      [&] {
+        l.sliced({slice{}, slice{}, slice{}});
+      },
+      "3 slices for an array of rank 2");
+  expect_logic_error([&] { l.selected(1, 6); }, "index 6 out of range for dimension 1 of length 6");
+}
+
+TEST(ArrayLayout, EmptySlicesAreEmpty) {
+  auto l = array_layout::contiguous({4, 6}, 4);
+  auto s = l.sliced({slice{2, 2}});
+  EXPECT_EQ(s.layout.size(), 0u);
+  EXPECT_EQ(s.byte_offset, 0);
+  EXPECT_TRUE(s.layout.is_c_contiguous());
+}
+
+TEST(ArrayLayout, ReshapeNeedsContiguityAndTheSameCount) {
+  auto l = array_layout::contiguous({4, 6}, 4);
+  auto r = l.reshaped({3, 8});
+  EXPECT_EQ(r.strides_vector(), (strides_type{32, 4}));
+  expect_logic_error([&] { l.reshaped({5, 5}); }, "to shape (5, 5) (25 elements)");
+  auto cols = l.sliced({slice::all(), slice{0, 3}});
+  expect_logic_error([&] { cols.layout.reshaped({12}); }, "non-contiguous");
+  auto f = array_layout::contiguous({4, 6}, 4, array_order::fortran);
+  expect_logic_error([&] { f.reshaped({24}); }, "in C order");
+  EXPECT_EQ(f.reshaped({24}, array_order::fortran).shape[0], 24u);
+}
+
+TEST(ArrayLayout, SelectDropsADimension) {
+  auto l = array_layout::contiguous({4, 6, 2}, 8);
+  auto s = l.selected(1, 5);
+  EXPECT_EQ(s.layout.shape_vector(), (shape_type{4, 2}));
+  EXPECT_EQ(s.layout.strides_vector(), (strides_type{96, 8}));
+  EXPECT_EQ(s.byte_offset, 5 * 16);
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,105 @@
+// DLPack export and import: device types, strides in elements, ownership, round trips, errors.
+#include "array_test_support.hpp"
+
+#include <gpumem/array/dlpack_interop.hpp>
+#include <gpumem/array/transfer.hpp>
+#include <gpumem/manager/context.hpp>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+dlpack::DLDeviceType expected(dlpack::DLDeviceType on_cuda) {
+  return test::on_cuda_backend() ? on_cuda : dlpack::kDLCPU;
+}
+
+TEST(DLPack, ExportDescribesTheArray) {
+  std::vector<float> host(24);
+  std::iota(host.begin(), host.end(), 0.f);
+  auto d = to_device(host, {4, 6});
+  auto part = d.slice({slice{1, 4}, slice{0, 6, 2}});
+  dlpack::DLManagedTensor* t = to_dlpack(part);
+  EXPECT_EQ(d.use_count(), 3);  // d, part, the tensor
+  EXPECT_EQ(t->dl_tensor.ndim, 2);
+  EXPECT_EQ(t->dl_tensor.shape[0], 3);
+  EXPECT_EQ(t->dl_tensor.shape[1], 3);
+  EXPECT_EQ(t->dl_tensor.strides[0], 6);  // elements, not bytes
+  EXPECT_EQ(t->dl_tensor.strides[1], 2);
+  EXPECT_EQ(t->dl_tensor.dtype.code, dlpack::kDLFloat);
+  EXPECT_EQ(t->dl_tensor.dtype.bits, 32);
+  EXPECT_EQ(t->dl_tensor.dtype.lanes, 1);
+  EXPECT_EQ(t->dl_tensor.device.device_type, expected(dlpack::kDLCUDA));
+  EXPECT_EQ(t->dl_tensor.device.device_id,
+            test::on_cuda_backend() ? current_context().device() : 0);
+  EXPECT_EQ(t->dl_tensor.data, part.data());
+  t->deleter(t);
+  EXPECT_EQ(d.use_count(), 2);
+}
+
+TEST(DLPack, DeviceTypesOfHostArrays) {
+  pinned_array<int> p({4});
+  mapped_array<int> m({4});
+  managed_array<int> g({4});
+  auto* tp = to_dlpack(p);
+  auto* tm = to_dlpack_versioned(m);
+  auto* tg = to_dlpack(g);
+  EXPECT_EQ(tp->dl_tensor.device.device_type, expected(dlpack::kDLCUDAHost));
+  EXPECT_EQ(tm->dl_tensor.device.device_type, expected(dlpack::kDLCUDAHost));
+  EXPECT_EQ(tm->version.major, 1u);
+  EXPECT_EQ(tm->flags, 0u);
+  EXPECT_EQ(tg->dl_tensor.device.device_type, expected(dlpack::kDLCUDAManaged));
+  tp->deleter(tp);
+  tm->deleter(tm);
+  tg->deleter(tg);
+}
+
+TEST(DLPack, RoundTripKeepsValuesAndOwnership) {
+  std::vector<std::int64_t> host(30);
+  std::iota(host.begin(), host.end(), 100);
+  auto d = to_device(host, {5, 6}, array_order::fortran);
+  auto reversed = d.slice({slice{0, 5, -1}});
+  auto expected_values = reversed.copy_to_host();
+  auto back = from_dlpack<std::int64_t>(to_dlpack(reversed));
+  EXPECT_EQ(back.shape(), reversed.shape());
+  EXPECT_EQ(back.strides(), reversed.strides());
+  EXPECT_EQ(back.copy_to_host(), expected_values);
+  EXPECT_EQ(d.use_count(), 3);  // d, reversed, the tensor held by `back`
+  back = device_array<std::int64_t>();
+  EXPECT_EQ(d.use_count(), 2);  // the deleter ran
+
+  auto v = from_dlpack<std::int64_t>(to_dlpack_versioned(d));
+  EXPECT_EQ(v.copy_to_host(), d.copy_to_host());
+}
+
+TEST(DLPack, ImportRejectsWhatItCannotUse) {
+  auto d = to_device(std::vector<float>{1, 2, 3});
+  dlpack::DLManagedTensor* t = to_dlpack(d);
+  test::expect_logic_error([&] { from_dlpack<int>(t); }, "does not match the element type");
+  auto saved = t->dl_tensor.device;
+  t->dl_tensor.device.device_type = dlpack::kDLCUDAHost;
+  test::expect_logic_error([&] { from_dlpack<float>(t); }, "kDLCUDAHost");
+  t->dl_tensor.device = saved;
+  t->dl_tensor.shape[0] = -2;
+  test::expect_logic_error([&] { from_dlpack<float>(t); }, "shape[0] = -2 is negative");
+  t->dl_tensor.shape[0] = 3;
+  EXPECT_EQ(d.use_count(), 2) << "a failed import must leave the tensor with the caller";
+  auto ok = from_dlpack<float>(t);
+  EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(DLPack, ZeroSizeAndScalar) {
+  device_array<double> empty({0, 4});
+  auto e = from_dlpack<double>(to_dlpack(empty));
+  EXPECT_EQ(e.size(), 0u);
+  auto scalar = to_device(std::vector<int>{42}, shape_type{});
+  auto s = from_dlpack<int>(to_dlpack(scalar));
+  EXPECT_EQ(s.ndim(), 0);
+  EXPECT_EQ(s.copy_to_host(), (std::vector<int>{42}));
+}
+
+}  // namespace
+}  // namespace gpumem

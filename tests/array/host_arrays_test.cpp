@@ -1,0 +1,121 @@
+// Pinned, mapped and managed arrays, and the pinned()/mapped() scopes (re-entry included).
+#include "array_test_support.hpp"
+
+#include <gpumem/array/managed_array.hpp>
+#include <gpumem/array/mapped_array.hpp>
+#include <gpumem/array/pin_scope.hpp>
+#include <gpumem/array/pinned_array.hpp>
+#include <gpumem/array/transfer.hpp>
+#include <gpumem/manager/context.hpp>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+TEST(PinnedArray, AsyncRoundTripThroughTheDevice) {
+  pinned_array<float> src({3, 4});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      src(i, j) = static_cast<float>(i * 10 + j);
+  auto s = stream::create();
+  device_array<float> d({3, 4});
+  copy(d, src, s);
+  pinned_array<float> dst({3, 4});
+  copy(dst, d, s);
+  s.synchronize();
+  EXPECT_EQ(dst.to_vector(), src.to_vector());
+  EXPECT_EQ(dst(2, 3), 23.f);
+  test::expect_logic_error([&] { dst(3, 0); }, "index out of range");
+  test::expect_logic_error([&] { dst(1); }, "1 indices for an array of rank 2");
+}
+
+TEST(PinnedArray, ZeroSizeAllocatesNothing) {
+  pinned_array<int> empty({0});
+  EXPECT_EQ(empty.data(), nullptr);
+  EXPECT_EQ(empty.use_count(), 0);
+  mapped_array<int> m({0});
+  EXPECT_EQ(m.view().data(), nullptr);
+  managed_array<int> g({4, 0});
+  EXPECT_EQ(g.data(), nullptr);
+}
+
+TEST(MappedArray, HostWritesReachTheDevice) {
+  mapped_array<int> m({16});
+  for (int i = 0; i < 16; ++i)
+    m(i) = i * i;
+  EXPECT_NE(m.view().data(), nullptr);
+  device_array<int> d({16});
+  copy(d, m);
+  auto back = d.copy_to_host();
+  for (int i = 0; i < 16; ++i)
+    EXPECT_EQ(back[i], i * i);
+  auto tail = m.slice({slice{8, 16}});
+  EXPECT_EQ(tail(0), 64);
+  EXPECT_EQ(reinterpret_cast<char*>(tail.view().data()) - reinterpret_cast<char*>(m.view().data()),
+            8 * static_cast<std::ptrdiff_t>(sizeof(int)));
+}
+
+TEST(ManagedArray, HostAndDeviceShareOneAddress) {
+  managed_array<double> g({2, 3}, array_order::fortran, attach::global);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      g(i, j) = static_cast<double>(i + 10 * j);
+  EXPECT_EQ(g.view().data(), g.data());
+  auto d = device_array_like(g);
+  copy(d, g);
+  EXPECT_EQ(d.copy_to_host(), g.to_vector());
+  EXPECT_EQ(g.to_vector(), (std::vector<double>{0, 1, 10, 11, 20, 21}));  // Fortran order
+  managed_array<int> h({4}, array_order::c, attach::host);
+  h(3) = 7;
+  EXPECT_EQ(h.to_vector()[3], 7);
+}
+
+TEST(PinScope, PinsForTheScopeAndCanBeReentered) {
+  std::vector<float> data(4096);
+  std::iota(data.begin(), data.end(), 0.f);
+  auto d = device_array<float>({4096});
+  for (int round = 0; round < 3; ++round) {
+    auto pin = pinned(host_span<float>(data));
+    EXPECT_EQ(pin.count(), 1u);
+    // The range really is registered: registering it again is refused.
+    EXPECT_THROW(backend().register_host(data.data(), data.size() * sizeof(float), false, false),
+                 cuda_error);
+    auto s = stream::create();
+    d.copy_to_device(data, s);
+    s.synchronize();
+  }
+  // After the scope the range is unpinned at once: registering it directly works.
+  backend().register_host(data.data(), data.size() * sizeof(float), false, false);
+  backend().unregister_host(data.data());
+  EXPECT_EQ(d.copy_to_host(), data);
+}
+
+TEST(PinScope, SeveralSpansAndEmptyOnes) {
+  std::vector<int> a(100), b(50);
+  std::vector<int> none;
+  auto pin = pinned(host_span<int>(a), host_span<int>(b), host_span<int>(none));
+  EXPECT_EQ(pin.count(), 2u);
+}
+
+TEST(MappedScope, GivesAMappedArrayAndCanBeReentered) {
+  std::vector<int> data(256, 0);
+  for (int round = 0; round < 3; ++round) {
+    auto map = mapped(host_span<int>(data));
+    auto const& arr = map.array();
+    ASSERT_EQ(arr.size(), 256u);
+    EXPECT_EQ(arr.data(), data.data());
+    EXPECT_NE(arr.view().data(), nullptr);
+    arr(5) = round + 1;  // host writes land in the user's memory
+    device_array<int> d({256});
+    copy(d, arr);
+    EXPECT_EQ(d.copy_to_host()[5], round + 1);
+  }
+  EXPECT_EQ(data[5], 3);
+}
+
+}  // namespace
+}  // namespace gpumem

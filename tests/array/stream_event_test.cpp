@@ -1,0 +1,149 @@
+// Streams and events for users: async copies ordered by events, keep-alive of arrays used by
+// in-flight copies, auto_synchronize, destruction through the context's release queue.
+#include "array_test_support.hpp"
+
+#include <gpumem/array/device_array.hpp>
+#include <gpumem/array/event.hpp>
+#include <gpumem/array/pinned_array.hpp>
+#include <gpumem/array/stream.hpp>
+#include <gpumem/array/transfer.hpp>
+#include <gpumem/manager/context.hpp>
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+TEST(StreamEvent, CopiesOnTwoStreamsOrderedByAnEvent) {
+  std::vector<int> host(1000);
+  std::iota(host.begin(), host.end(), 0);
+  pinned_array<int> src({1000});
+  for (int i = 0; i < 1000; ++i)
+    src(i) = host[i];
+  pinned_array<int> dst({1000});
+  device_array<int> d({1000});
+
+  auto a = stream::create(true);
+  auto b = stream::create(true);
+  test::gate g;
+  g.block(a.handle());
+  copy(d, src, a);
+  event uploaded = a.record();
+  b.wait(uploaded);
+  copy(dst, d, b);
+  // b waits for the event, the event for the gate: nothing on b can have run.
+  EXPECT_FALSE(uploaded.query());
+  EXPECT_FALSE(b.query());
+  g.open();
+  b.synchronize();
+  EXPECT_TRUE(uploaded.query());
+  EXPECT_EQ(dst.to_vector(), host);
+}
+
+TEST(StreamEvent, InFlightCopyKeepsItsArraysAlive) {
+  test::tracked_device_buffer buffer(4096 * sizeof(float));
+  std::vector<float> host(4096, 2.5f);
+  pinned_array<float> back({4096});
+  auto s = stream::create();
+  test::gate g;
+  g.block(s.handle());
+  {
+    auto d = wrap_device_array(static_cast<float*>(buffer.ptr), {4096}, buffer.owner());
+    d.copy_to_device(host, s);
+    copy(back, d, s);
+  }  // the last handle of d is gone while both copies wait behind the gate
+  EXPECT_FALSE(buffer.released->load()) << "memory freed under an in-flight copy";
+  g.open();
+  s.synchronize();
+  EXPECT_TRUE(buffer.released->load()) << "keep-alive not released after synchronize()";
+  EXPECT_EQ(back.to_vector(), host);
+}
+
+TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
+  auto s = stream::create();
+  test::gate g;
+  std::thread opener;
+  {
+    auto sync = s.auto_synchronize();
+    g.block(s.handle());
+    EXPECT_FALSE(s.query());
+    opener = std::thread([&g] { g.open(); });
+  }
+  EXPECT_TRUE(s.query());
+  opener.join();
+}
+
+TEST(StreamEvent, DefaultPerThreadAndWrappedStreams) {
+  std::vector<int> host{1, 2, 3, 4};
+  for (stream const& s : {stream(), stream::per_thread_default()}) {
+    auto d = to_device(host, s);
+    std::vector<int> back(4);
+    d.copy_to_host(back, s);
+    s.synchronize();
+    EXPECT_EQ(back, host);
+  }
+  EXPECT_TRUE(stream().is_default());
+  stream_handle raw = backend().create_stream(false);
+  {
+    auto owner_alive = std::make_shared<int>(1);
+    std::weak_ptr<int> watch = owner_alive;
+    {
+      auto w = stream::wrap(raw, owner_alive);
+      owner_alive.reset();
+      EXPECT_FALSE(watch.expired());
+      auto d = to_device(host, w);
+      w.synchronize();
+      EXPECT_EQ(d.copy_to_host(), host);
+      EXPECT_EQ(w.handle(), raw);
+    }
+    EXPECT_TRUE(watch.expired());
+  }
+  backend().destroy_stream(raw);  // wrap() never destroys the external stream
+}
+
+TEST(StreamEvent, EventsQueryWaitAndTime) {
+  auto s = stream::create();
+  event start = event::create();
+  event stop = event::create();
+  device_array<char> d({1 << 20});
+  std::vector<char> host(1 << 20, 'x');
+  start.record(s);
+  d.copy_to_device(host, s);
+  stop.record(s);
+  stop.synchronize();
+  EXPECT_TRUE(stop.query());
+  EXPECT_GE(event_elapsed_time(start, stop), 0.f);
+  event plain = event::create(false);
+  plain.record(s);
+  plain.synchronize();
+  test::expect_logic_error([&] { (void)start.elapsed_time(plain); }, "timing = true");
+  event empty;
+  test::expect_logic_error([&] { empty.record(s); }, "event::record: the event is empty");
+  test::expect_logic_error([&] { s.wait(empty); }, "stream::wait: the event is empty");
+}
+
+TEST(StreamEvent, DestructionGoesThroughTheContextQueue) {
+  auto& queue = current_context().pending_resource_releases();
+  queue.flush();
+  ASSERT_EQ(queue.size(), 0u);
+  if (queue.max_count() < 2) GTEST_SKIP() << "queue limit too small for this test";
+  { auto s = stream::create(); }
+  EXPECT_EQ(queue.size(), 1u);
+  { auto e = event::create(); }
+  EXPECT_EQ(queue.size(), 2u);
+  {
+    auto guard = current_context().pending_resource_releases().defer_cleanup();
+    queue.flush();
+    EXPECT_EQ(queue.size(), 2u);
+  }
+  queue.flush();
+  EXPECT_EQ(queue.size(), 0u);
+  queue.check_invariants();
+}
+
+}  // namespace
+}  // namespace gpumem
