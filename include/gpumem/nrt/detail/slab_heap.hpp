@@ -1,0 +1,382 @@
+// gpumem/nrt/detail/slab_heap.hpp
+//
+// The algorithms of gpumem's device heap (device code, GPUMEM_HD; the host backend runs the same
+// code with one-lane warps). The host-side owner is gpumem::nrt::device_heap; this file only
+// knows a `heap_ref`: the layout of the heap's device memory, passed by value.
+//
+// Layout. The heap is an array of equal slabs (a power of two, 128 KiB by default) and a bitmap
+// with one bit per slab (1 = in use). A slab either serves one small size class (16 B << c for
+// c < slab_class_count, blocks naturally aligned inside the slab) or belongs to a run of slabs
+// holding one large block (slab-aligned).
+//
+// Small blocks. Each (class, shard) pair has a slot: one 64-bit word {slab index : 32 | bump : 32}.
+// Allocation is warp-aggregated: lanes asking for the same slot elect a leader, whose single
+// fetch_add on the slot reserves n consecutive blocks; the result is broadcast and each lane takes
+// old bump + rank. Because the slab index and the bump counter sit in one word, a reservation
+// always names the slab it came from: a slab recycled under a slow thread can never hand out a
+// block of the wrong class (no ABA). The lane group whose reservation reaches the slab's capacity
+// retires it: it acquires a fresh slab (or marks the slot empty when the heap is exhausted). Lanes
+// that find the slot exhausted wait for that store; a group that finds it empty marks it
+// "installing" (CAS) and acquires the slab, the others wait: one acquisition per slot at a time,
+// so a small heap never fails a request while slabs are merely in flight between groups.
+//
+// Freeing. Each slab has `remaining` = capacity + 1 at acquisition: one per block, plus one for
+// being some slot's current slab (dropped at retirement). A free subtracts (warp-aggregated per
+// slab); the thread that brings it to zero releases the slab to the bitmap. Blocks are not reused
+// inside a slab: a slab is recycled whole, which keeps the fast path to one atomic per warp and
+// per slab. The price: one live block keeps its slab (and a slot's current slab stays held until
+// trim()).
+//
+// Shards spread the hot slot words (per SM on the device): one global counter tops out near
+// 42 G atomics/s on an H200, far below what warp aggregation over many slots reaches.
+//
+// Exhaustion returns null and records the failure (count, first failing size) for the host's
+// device_heap::check(). Nothing here traps or throws.
+#pragma once
+
+#include <gpumem/core/atomic.hpp>
+#include <gpumem/core/config.hpp>
+#include <gpumem/cuda/warp.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+namespace gpumem::nrt {
+
+// Which allocator serves the heap: gpumem's slab heap, or CUDA's in-kernel malloc (std::malloc on
+// the host backend), kept for comparison.
+enum class heap_kind : std::uint32_t { gpumem = 0, cuda_malloc = 1 };
+
+namespace detail {
+
+inline constexpr unsigned slab_class_count = 11;  // 16 B .. 16 KiB
+inline constexpr std::size_t max_small_block = std::size_t{16} << (slab_class_count - 1);
+inline constexpr std::uint32_t no_slab = 0xFFFFFFFFu;
+inline constexpr std::uint32_t large_run = 0xFFu;  // slab_info kind of a large run's first slab
+
+// Counters the device writes and the host reads (device_heap::check(), usage()).
+struct heap_counters {
+  unsigned long long failures;           // allocations that returned null
+  unsigned long long first_failed_size;  // size of the first one (0 = none yet)
+  unsigned long long invalid_frees;      // pointers outside the heap given to deallocate
+  unsigned long long first_invalid_free;
+  unsigned long long used_slabs;
+  unsigned long long peak_slabs;
+};
+
+// The small handle kernels receive by value. Every pointer is device memory owned by the
+// device_heap the handle came from.
+struct heap_ref {
+  heap_kind kind;
+  std::uint32_t slab_shift;  // log2 of the slab size
+  std::uint32_t slab_count;
+  std::uint32_t shard_count;
+  std::uint32_t bitmap_words;
+  char* slabs;
+  unsigned long long* bitmap;
+  std::uint32_t* remaining;   // per slab (small classes)
+  std::uint32_t* slab_info;   // per slab: class, or large_run | run length << 8 on a run's first
+  unsigned long long* slots;  // [class][shard]
+  heap_counters* counters;
+};
+
+// A shard index for the calling thread: its SM on the device (so warps of one SM share slot
+// words), a per-thread value on the host.
+std::uint32_t host_shard_hint() noexcept;
+
+GPUMEM_HD inline std::uint32_t shard_hint() {
+#if GPUMEM_DEVICE_PASS
+  std::uint32_t sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  return sm;
+#else
+  return host_shard_hint();
+#endif
+}
+
+GPUMEM_HD inline std::uint32_t shard_of(heap_ref const& h) {
+  return shard_hint() % h.shard_count;
+}
+
+GPUMEM_HD inline unsigned size_class(std::size_t bytes) {
+  unsigned c = 0;
+  while ((std::size_t{16} << c) < bytes)
+    ++c;
+  return c;
+}
+
+GPUMEM_HD inline std::uint32_t class_capacity(heap_ref const& h, unsigned cls) {
+  return std::uint32_t{1} << (h.slab_shift - 4 - cls);
+}
+
+GPUMEM_HD inline void record_failure(heap_ref const& h, std::size_t bytes) {
+  atomic_fetch_add(&h.counters->failures, 1ull, mem_order::relaxed);
+  unsigned long long expected = 0;
+  atomic_compare_exchange(&h.counters->first_failed_size, expected,
+                          static_cast<unsigned long long>(bytes == 0 ? 1 : bytes),
+                          mem_order::relaxed);
+}
+
+GPUMEM_HD inline void count_slabs(heap_ref const& h, long long delta) {
+  auto const now = atomic_fetch_add(&h.counters->used_slabs, static_cast<unsigned long long>(delta),
+                                    mem_order::relaxed) +
+                   static_cast<unsigned long long>(delta);
+  if (delta > 0) atomic_fetch_max(&h.counters->peak_slabs, now);
+}
+
+GPUMEM_HD inline unsigned long long word_valid_mask(heap_ref const& h, std::uint32_t word) {
+  std::uint32_t const bits = h.slab_count - word * 64u;
+  return bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+}
+
+// Claims one free slab for class `cls` and prepares it; no_slab when none is free. Shards start
+// their search in different parts of the bitmap so that they rarely meet.
+GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std::uint32_t shard) {
+  std::uint32_t const start = static_cast<std::uint32_t>(
+      (static_cast<unsigned long long>(shard) * h.bitmap_words) / h.shard_count);
+  for (std::uint32_t i = 0; i < h.bitmap_words; ++i) {
+    std::uint32_t w = start + i;
+    if (w >= h.bitmap_words) w -= h.bitmap_words;
+    unsigned long long const valid = word_valid_mask(h, w);
+    unsigned long long v = atomic_load(&h.bitmap[w], mem_order::relaxed);
+    while ((~v & valid) != 0) {
+      unsigned long long const free_bits = ~v & valid;
+      unsigned long long const bit = free_bits & (~free_bits + 1);  // lowest free slab
+      unsigned long long const old = atomic_fetch_or(&h.bitmap[w], bit, mem_order::acquire);
+      if ((old & bit) == 0) {
+        unsigned idx = 0;
+        while (((bit >> idx) & 1ull) == 0)
+          ++idx;
+        std::uint32_t const s = w * 64u + idx;
+        // Published to other threads by the release store/CAS of the slot that names s.
+        atomic_store(&h.remaining[s], class_capacity(h, cls) + 1, mem_order::relaxed);
+        atomic_store(&h.slab_info[s], static_cast<std::uint32_t>(cls), mem_order::relaxed);
+        count_slabs(h, 1);
+        return s;
+      }
+      v = old;
+    }
+  }
+  return no_slab;
+}
+
+GPUMEM_HD inline void release_slabs(heap_ref const& h, std::uint32_t first, std::uint32_t count) {
+  count_slabs(h, -static_cast<long long>(count));
+  std::uint32_t s = first;
+  std::uint32_t const end = first + count;
+  while (s < end) {
+    std::uint32_t const w = s / 64u;
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const n = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
+    unsigned long long const mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+    atomic_fetch_and(&h.bitmap[w], ~mask, mem_order::release);
+    s += n;
+  }
+}
+
+// Drops `k` of a small slab's remaining count; the last one releases it.
+GPUMEM_HD inline void drop_slab_refs(heap_ref const& h, std::uint32_t s, std::uint32_t k) {
+  if (atomic_fetch_sub(&h.remaining[s], k, mem_order::acq_rel) == k) release_slabs(h, s, 1);
+}
+
+// The slot word: slab index in the high half, bump in the low half; or one of two states with no
+// slab: empty (initially, after trim(), after a retirement that found the heap full) and
+// installing (one group is acquiring a slab for it; the others wait rather than each taking a
+// slab, which on a small heap would make some of them fail while slabs are merely in flight).
+GPUMEM_HD inline unsigned long long slot_word(std::uint32_t slab, std::uint32_t bump) {
+  return (static_cast<unsigned long long>(slab) << 32) | bump;
+}
+inline constexpr unsigned long long slot_empty = ~0ull;
+inline constexpr unsigned long long slot_installing = ~0ull - 1;
+// Leader results that are not reservations (their slab half is no_slab).
+inline constexpr unsigned long long reserve_retry = 0xFFFFFFFF00000000ull;
+inline constexpr unsigned long long reserve_failed = 0xFFFFFFFF00000001ull;
+
+// Installs a fresh slab into a slot this thread owns (installing, or exhausted by its group);
+// empty when the heap has none. Returns whether it found one.
+GPUMEM_HD inline bool install_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
+                                   std::uint32_t shard) {
+  std::uint32_t const fresh = acquire_slab(h, cls, shard);
+  atomic_store(slot, fresh == no_slab ? slot_empty : slot_word(fresh, 0), mem_order::release);
+  return fresh != no_slab;
+}
+
+// The leader's step for a group of n lanes: a reservation {slab, first block}, or retry/failed.
+GPUMEM_HD inline unsigned long long reserve_blocks(heap_ref const& h, unsigned long long* slot,
+                                                   unsigned cls, std::uint32_t shard,
+                                                   std::uint32_t n) {
+  std::uint32_t const cap = class_capacity(h, cls);
+  unsigned long long w = atomic_load(slot, mem_order::acquire);
+  if (w == slot_installing) return reserve_retry;
+  if (w == slot_empty) {
+    if (!atomic_compare_exchange(slot, w, slot_installing, mem_order::acq_rel))
+      return reserve_retry;
+    return install_slab(h, slot, cls, shard) ? reserve_retry : reserve_failed;
+  }
+  if (static_cast<std::uint32_t>(w) >= cap) return reserve_retry;  // being retired
+  return atomic_fetch_add(slot, static_cast<unsigned long long>(n), mem_order::acq_rel);
+}
+
+// Called once per slab, by the group whose reservation reached the capacity.
+GPUMEM_HD inline void retire_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
+                                  std::uint32_t shard, std::uint32_t slab) {
+  install_slab(h, slot, cls, shard);
+  drop_slab_refs(h, slab, 1);
+}
+
+GPUMEM_HD inline void* allocate_small(heap_ref const& h, std::size_t bytes) {
+  unsigned const cls = size_class(bytes);
+  std::uint32_t const shard = shard_of(h);
+  unsigned long long* const slot = &h.slots[cls * h.shard_count + shard];
+  std::uint32_t const cap = class_capacity(h, cls);
+  unsigned const lane = warp::lane_id();
+  for (;;) {
+    unsigned const active = warp::active_mask();
+    unsigned const peers =
+        warp::match_any(active, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(slot)));
+    unsigned const leader = warp::lowest_lane(peers);
+    auto const n = static_cast<std::uint32_t>(warp::popcount(peers));
+    auto const rank = static_cast<std::uint32_t>(warp::popcount(peers & warp::lanes_below()));
+    unsigned long long r = 0;
+    if (lane == leader) r = reserve_blocks(h, slot, cls, shard, n);
+    r = warp::shuffle(peers, r, leader);
+    if (r == reserve_failed) {
+      if (lane == leader) {
+        atomic_fetch_add(&h.counters->failures, static_cast<unsigned long long>(n) - 1,
+                         mem_order::relaxed);
+        record_failure(h, bytes);
+      }
+      return nullptr;
+    }
+    if (r == reserve_retry) {
+      warp::pause();
+      continue;
+    }
+    auto const slab = static_cast<std::uint32_t>(r >> 32);
+    auto const bump = static_cast<std::uint32_t>(r);
+    if (bump >= cap) {  // the slab ran out before our turn: its retirement is someone else's
+      warp::pause();
+      continue;
+    }
+    if (lane == leader && bump + n >= cap) retire_slab(h, slot, cls, shard, slab);
+    if (rank < cap - bump) {
+      return h.slabs + (static_cast<std::size_t>(slab) << h.slab_shift) +
+             (static_cast<std::size_t>(bump + rank) << (4 + cls));
+    }
+  }
+}
+
+// Large blocks: first fit over the bitmap for `run` consecutive free slabs, claimed word by word
+// (fetch_or); a conflict gives back what this thread set and moves on.
+GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
+  std::size_t const slab_bytes = std::size_t{1} << h.slab_shift;
+  std::size_t const run_size = (bytes + slab_bytes - 1) >> h.slab_shift;
+  if (run_size > h.slab_count || run_size >= (std::size_t{1} << 24)) {
+    record_failure(h, bytes);
+    return nullptr;
+  }
+  auto const run = static_cast<std::uint32_t>(run_size);
+  std::uint32_t first = 0;
+  while (first + run <= h.slab_count) {
+    // Find a stretch that looks free.
+    std::uint32_t busy = no_slab;
+    for (std::uint32_t s = first; s < first + run; ++s) {
+      if ((atomic_load(&h.bitmap[s / 64u], mem_order::relaxed) >> (s % 64u)) & 1ull) busy = s;
+    }
+    if (busy != no_slab) {
+      first = busy + 1;
+      continue;
+    }
+    // Claim it.
+    std::uint32_t s = first;
+    std::uint32_t const end = first + run;
+    std::uint32_t conflict = no_slab;
+    while (s < end) {
+      std::uint32_t const w = s / 64u;
+      std::uint32_t const lo = s % 64u;
+      std::uint32_t const k = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
+      unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
+      unsigned long long const old = atomic_fetch_or(&h.bitmap[w], mask, mem_order::acquire);
+      if ((old & mask) != 0) {
+        atomic_fetch_and(&h.bitmap[w], ~(mask & ~old), mem_order::relaxed);
+        unsigned long long const taken = old & mask;
+        unsigned idx = 0;
+        while (((taken >> idx) & 1ull) == 0)
+          ++idx;
+        conflict = w * 64u + idx;
+        break;
+      }
+      s += k;
+    }
+    if (conflict == no_slab) {
+      atomic_store(&h.slab_info[first], large_run | (run << 8), mem_order::relaxed);
+      count_slabs(h, run);
+      return h.slabs + (static_cast<std::size_t>(first) << h.slab_shift);
+    }
+    // Give back [first, s) (the words fully claimed before the conflict).
+    std::uint32_t t = first;
+    while (t < s) {
+      std::uint32_t const w = t / 64u;
+      std::uint32_t const lo = t % 64u;
+      std::uint32_t const k = (s - t) < (64u - lo) ? (s - t) : (64u - lo);
+      unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
+      atomic_fetch_and(&h.bitmap[w], ~mask, mem_order::relaxed);
+      t += k;
+    }
+    first = conflict + 1;
+  }
+  record_failure(h, bytes);
+  return nullptr;
+}
+
+GPUMEM_HD inline void* heap_allocate(heap_ref const& h, std::size_t bytes) {
+  if (h.kind == heap_kind::cuda_malloc) {
+#if GPUMEM_DEVICE_PASS
+    void* p = malloc(bytes);
+#else
+    void* p = std::malloc(bytes);
+#endif
+    if (p == nullptr) record_failure(h, bytes);
+    return p;
+  }
+  return bytes <= max_small_block ? allocate_small(h, bytes) : allocate_large(h, bytes);
+}
+
+GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
+  if (ptr == nullptr) return;
+  if (h.kind == heap_kind::cuda_malloc) {
+#if GPUMEM_DEVICE_PASS
+    free(ptr);
+#else
+    std::free(ptr);
+#endif
+    return;
+  }
+  auto const offset = static_cast<char*>(ptr) - h.slabs;
+  if (offset < 0 || static_cast<std::size_t>(offset) >=
+                        (static_cast<std::size_t>(h.slab_count) << h.slab_shift)) {
+    atomic_fetch_add(&h.counters->invalid_frees, 1ull, mem_order::relaxed);
+    unsigned long long expected = 0;
+    atomic_compare_exchange(&h.counters->first_invalid_free, expected,
+                            static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr)),
+                            mem_order::relaxed);
+    return;
+  }
+  auto const slab = static_cast<std::uint32_t>(static_cast<std::size_t>(offset) >> h.slab_shift);
+  std::uint32_t const info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
+  if ((info & 0xFFu) == large_run) {
+    release_slabs(h, slab, info >> 8);
+    return;
+  }
+  // Every lane's writes to its block must precede the leader's decrement (one fence instruction
+  // for the warp), so that the slab's next owner never sees them late.
+  atomic_thread_fence(mem_order::release);
+  unsigned const active = warp::active_mask();
+  unsigned const peers = warp::match_any(active, slab);
+  if (warp::lane_id() == warp::lowest_lane(peers))
+    drop_slab_refs(h, slab, static_cast<std::uint32_t>(warp::popcount(peers)));
+}
+
+}  // namespace detail
+}  // namespace gpumem::nrt

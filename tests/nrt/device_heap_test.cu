@@ -1,0 +1,246 @@
+// The device heap on both backends: churn with patterns checked, the large-block path, exhaustion
+// (null + out_of_memory, then nothing lost), invalid frees, and CUDA's malloc as a heap.
+#include "nrt_support.hpp"
+
+#include <gpumem/core/atomic.hpp>
+#include <gpumem/core/config.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/cuda/launch.hpp>
+#include <gpumem/nrt/device_heap.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+using gpumem::test::device_array;
+namespace nrt = gpumem::nrt;
+
+namespace {
+
+GPUMEM_HD std::uint32_t next_random(std::uint32_t& state) {
+  state = state * 1664525u + 1013904223u;
+  return state >> 8;
+}
+
+GPUMEM_HD std::size_t pick_size(std::uint32_t& rng, std::size_t max) {
+  return 1 + next_random(rng) % max;
+}
+
+GPUMEM_HD void fill_block(unsigned char* p, std::size_t bytes, unsigned char tag) {
+  for (std::size_t i = 0; i < bytes; ++i)
+    p[i] = static_cast<unsigned char>(tag + i);
+}
+
+GPUMEM_HD bool block_holds(unsigned char const* p, std::size_t bytes, unsigned char tag) {
+  for (std::size_t i = 0; i < bytes; ++i)
+    if (p[i] != static_cast<unsigned char>(tag + i)) return false;
+  return true;
+}
+
+GPUMEM_HD std::size_t natural_alignment(std::size_t bytes) {
+  std::size_t a = 16;
+  while (a < bytes && a < 256)
+    a <<= 1;
+  return a;
+}
+
+// Each thread keeps up to `live` blocks of random sizes, fills each with its own pattern and checks
+// the pattern when it frees the block: any overlap between blocks of different threads shows.
+struct churn_kernel {
+  nrt::heap_ref heap;
+  unsigned iterations;
+  std::size_t max_bytes;
+  unsigned long long* errors;  // [0] nulls, [1] corrupt, [2] misaligned
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    constexpr unsigned live = 4;
+    unsigned char* blocks[live] = {};
+    std::size_t sizes[live] = {};
+    auto rng = static_cast<std::uint32_t>(t.global() * 2654435761u + 12345u);
+    for (unsigned it = 0; it < iterations; ++it) {
+      unsigned const k = it % live;
+      auto const tag = static_cast<unsigned char>(t.global() * 31 + k);
+      if (blocks[k] != nullptr) {
+        if (!block_holds(blocks[k], sizes[k], tag)) gpumem::atomic_fetch_add(&errors[1], 1ull);
+        nrt::detail::heap_deallocate(heap, blocks[k]);
+      }
+      sizes[k] = pick_size(rng, max_bytes);
+      blocks[k] = static_cast<unsigned char*>(nrt::detail::heap_allocate(heap, sizes[k]));
+      if (blocks[k] == nullptr) {
+        gpumem::atomic_fetch_add(&errors[0], 1ull);
+        continue;
+      }
+      if (reinterpret_cast<std::uintptr_t>(blocks[k]) % natural_alignment(sizes[k]) != 0)
+        gpumem::atomic_fetch_add(&errors[2], 1ull);
+      fill_block(blocks[k], sizes[k], tag);
+    }
+    for (unsigned k = 0; k < live; ++k) {
+      if (blocks[k] == nullptr) continue;
+      auto const tag = static_cast<unsigned char>(t.global() * 31 + k);
+      if (!block_holds(blocks[k], sizes[k], tag)) gpumem::atomic_fetch_add(&errors[1], 1ull);
+      nrt::detail::heap_deallocate(heap, blocks[k]);
+    }
+  }
+};
+
+void run_churn(std::size_t max_bytes, unsigned iterations) {
+  nrt::device_heap heap(nrt::heap_options{64 * gpumem::MiB});
+  device_array<unsigned long long> errors(3);
+  gpumem::launch({32, 64}, churn_kernel{heap.handle(), iterations, max_bytes, errors.data()});
+  std::vector<unsigned long long> const e = errors.to_host();
+  EXPECT_EQ(e[0], 0u) << "allocations failed on a heap far larger than the live set";
+  EXPECT_EQ(e[1], 0u) << "blocks overlapped or were handed out twice";
+  EXPECT_EQ(e[2], 0u) << "blocks not naturally aligned";
+  EXPECT_NO_THROW(heap.check());
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
+  EXPECT_GT(heap.usage().peak_bytes, 0u);
+}
+
+TEST(device_heap, churn_small_blocks) {
+  run_churn(256, 48);
+}
+
+TEST(device_heap, churn_mixed_blocks_up_to_4_kib) {
+  run_churn(4096, 24);
+}
+
+TEST(device_heap, churn_with_large_blocks) {
+  run_churn(300 * 1024, 6);
+}
+
+// Thread i allocates one block of `bytes`; pointers go to out[i].
+struct allocate_each {
+  nrt::heap_ref heap;
+  std::size_t bytes;
+  unsigned n;
+  void** out;
+  unsigned long long* successes;
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    if (t.global() >= n) return;
+    void* p = nrt::detail::heap_allocate(heap, bytes);
+    out[t.global()] = p;
+    if (p != nullptr) {
+      gpumem::atomic_fetch_add(successes, 1ull);
+      fill_block(static_cast<unsigned char*>(p), bytes < 64 ? bytes : 64,
+                 static_cast<unsigned char>(t.global()));
+    }
+  }
+};
+
+struct free_each {
+  nrt::heap_ref heap;
+  unsigned n;
+  void** out;
+  unsigned long long* corrupt;
+  std::size_t bytes;
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    if (t.global() >= n) return;
+    void* p = out[t.global()];
+    if (p != nullptr && !block_holds(static_cast<unsigned char*>(p), bytes < 64 ? bytes : 64,
+                                     static_cast<unsigned char>(t.global())))
+      gpumem::atomic_fetch_add(corrupt, 1ull);
+    nrt::detail::heap_deallocate(heap, p);
+  }
+};
+
+TEST(device_heap, exhaustion_returns_null_reports_and_loses_nothing) {
+  std::size_t const block = 1024;
+  nrt::heap_options options;
+  options.bytes = 4 * gpumem::MiB;
+  options.slab_bytes = 64 * gpumem::KiB;
+  options.shards = 1;
+  nrt::device_heap heap(options);
+  std::size_t const slabs = heap.capacity() / heap.slab_bytes();
+  std::size_t const per_slab = heap.slab_bytes() / block;
+  unsigned const n = static_cast<unsigned>(heap.capacity() / block + 1000);
+  device_array<void*> out(n);
+  device_array<unsigned long long> counters(2);
+  for (int round = 0; round < 2; ++round) {
+    gpumem::backend().fill(counters.data(), 0, 2 * sizeof(unsigned long long));
+    gpumem::launch({(n + 127) / 128, 128},
+                   allocate_each{heap.handle(), block, n, out.data(), counters.data()});
+    std::size_t const got = counters.to_host()[0];
+    EXPECT_LE(got, slabs * per_slab) << "round " << round;
+    EXPECT_GE(got, (slabs - 1) * per_slab) << "round " << round << ": capacity lost";
+    try {
+      heap.check();
+      FAIL() << "check() should throw out_of_memory";
+    } catch (gpumem::out_of_memory const& e) {
+      EXPECT_EQ(e.requested_bytes(), block);
+      EXPECT_NE(std::string(e.what()).find("gpumem device heap"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(n - got) + " device allocation"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_NO_THROW(heap.check()) << "check() clears what it reported";
+    gpumem::launch({(n + 127) / 128, 128},
+                   free_each{heap.handle(), n, out.data(), counters.data() + 1, block});
+    EXPECT_EQ(counters.to_host()[1], 0u) << "blocks were corrupted";
+    heap.trim();
+    EXPECT_EQ(heap.usage().used_bytes, 0u) << "round " << round << ": slabs lost";
+  }
+  // The whole capacity is one free run again: a single block of all of it fits.
+  unsigned long long* whole_ok = counters.data();
+  gpumem::backend().fill(whole_ok, 0, sizeof(unsigned long long));
+  gpumem::launch({1, 1}, allocate_each{heap.handle(), heap.capacity(), 1, out.data(), whole_ok});
+  EXPECT_EQ(counters.to_host()[0], 1u);
+  EXPECT_EQ(heap.usage().used_bytes, heap.capacity());
+  gpumem::launch({1, 1}, free_each{heap.handle(), 1, out.data(), counters.data() + 1, 64});
+  EXPECT_EQ(heap.usage().used_bytes, 0u);
+  EXPECT_NO_THROW(heap.check());
+}
+
+TEST(device_heap, a_request_larger_than_the_heap_fails_cleanly) {
+  nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
+  device_array<void*> out(1);
+  device_array<unsigned long long> count(1);
+  gpumem::launch({1, 1},
+                 allocate_each{heap.handle(), 3 * gpumem::MiB, 1, out.data(), count.data()});
+  EXPECT_EQ(out.to_host()[0], nullptr);
+  EXPECT_THROW(heap.check(), gpumem::out_of_memory);
+}
+
+struct free_foreign {
+  nrt::heap_ref heap;
+  void* foreign;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    nrt::detail::heap_deallocate(heap, foreign);
+  }
+};
+
+TEST(device_heap, freeing_a_pointer_outside_the_heap_is_reported) {
+  nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
+  device_array<unsigned> foreign(16);
+  gpumem::launch({1, 1}, free_foreign{heap.handle(), foreign.data()});
+  try {
+    heap.check();
+    FAIL() << "check() should report the invalid free";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("outside the heap"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(heap.check());
+}
+
+TEST(device_heap, cuda_malloc_heap_serves_the_same_kernels) {
+  nrt::heap_options options;
+  options.kind = nrt::heap_kind::cuda_malloc;
+  // CUDA's default 8 MiB: CUDA refuses to resize its malloc heap once a kernel that may call malloc
+  // has run, and earlier tests' kernels (which contain the cuda_malloc branch) have.
+  options.bytes = 8 * gpumem::MiB;
+  nrt::device_heap heap(options);
+  EXPECT_EQ(heap.kind(), nrt::heap_kind::cuda_malloc);
+  EXPECT_NE(heap.name().find("cuda malloc heap"), std::string::npos);
+  unsigned const n = 2048;
+  device_array<void*> out(n);
+  device_array<unsigned long long> counters(2);
+  gpumem::launch({n / 128, 128}, allocate_each{heap.handle(), 100, n, out.data(), counters.data()});
+  gpumem::launch({n / 128, 128}, free_each{heap.handle(), n, out.data(), counters.data() + 1, 100});
+  std::vector<unsigned long long> const c = counters.to_host();
+  EXPECT_EQ(c[0], n);
+  EXPECT_EQ(c[1], 0u);
+  EXPECT_NO_THROW(heap.check());
+}
+
+}  // namespace
