@@ -28,6 +28,8 @@ step() {  # step NAME LOGFILE command...
   local took=$((SECONDS - start))
   rows+=("$(printf '%-34s %-6s %5ss  %s' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL:$rc)" "$took" "$(basename "$log")")")
   [ $rc -eq 0 ] || status=1
+  # Keep the archive current after every step, so a run cut off by a time limit still returns its logs.
+  [ -z "${OUT:-}" ] || tar czf "$OUT/gpu-check-logs.tgz" -C "$out" . 2>/dev/null
   return $rc
 }
 
@@ -49,10 +51,10 @@ tests=$(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
 for exe in $tests; do
   name=$(basename "$exe")
   step "memcheck $name" "$out/memcheck-$name.log" env GPUMEM_DEVICE=cuda \
-    compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full "$exe"
+    timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full "$exe"
   case $name in
     *nrt*) step "racecheck $name" "$out/racecheck-$name.log" env GPUMEM_DEVICE=cuda \
-             compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" ;;
+             timeout 300 compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" ;;
   esac
 done
 
