@@ -7,6 +7,7 @@
 #include <gpumem/manager/plugin.hpp>
 
 #include "allocation_retry.hpp"
+#include "builtin_resource_managers.hpp"
 #include "scoped_device.hpp"
 
 #include <dlfcn.h>
@@ -51,6 +52,8 @@ struct registry {
     factories["host_only"] = [](context& c) {
       return std::make_unique<immediate_memory_manager>(c);
     };
+    factories["pool"] = detail::make_pool_memory_manager;
+    factories["async"] = detail::make_async_memory_manager;
   }
 };
 

@@ -90,8 +90,22 @@ class manager_contract : public ::testing::Test {
   context ctx{0, Fixture::factory()};
 };
 
-using manager_types = ::testing::Types<default_manager_fixture, plugin_manager_fixture,
-                                       resource_manager_fixture, builtin_host_only_fixture>;
+// The built-ins that stand on mr/ resources ("pool": pool_resource over cudaMalloc chunks;
+// "async": cudaMallocAsync). Both report memory info: the pool adds what it holds free to what the
+// device has free.
+struct builtin_pool_fixture {
+  static memory_manager_factory factory() { return load_memory_manager("pool"); }
+  static constexpr bool has_memory_info = true;
+};
+
+struct builtin_async_fixture {
+  static memory_manager_factory factory() { return load_memory_manager("async"); }
+  static constexpr bool has_memory_info = true;
+};
+
+using manager_types =
+    ::testing::Types<default_manager_fixture, plugin_manager_fixture, resource_manager_fixture,
+                     builtin_host_only_fixture, builtin_pool_fixture, builtin_async_fixture>;
 TYPED_TEST_SUITE(manager_contract, manager_types);
 
 TYPED_TEST(manager_contract, memalloc_gives_distinct_aligned_non_overlapping_memory) {
