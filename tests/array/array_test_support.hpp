@@ -1,6 +1,8 @@
 // Helpers shared by the array tests.
 #pragma once
 
+#include "stream_gate.hpp"
+
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
@@ -29,25 +31,7 @@ inline bool on_cuda_backend() {
   return backend().kind() == backend_kind::cuda;
 }
 
-// Holds a stream at a point of its order until open() (no timing involved): work enqueued after
-// block() certainly has not run while the gate is closed.
-class gate {
- public:
-  gate() : open_(std::make_shared<std::atomic<bool>>(false)) {}
-  ~gate() { open(); }
-  gate(gate const&) = delete;
-  gate& operator=(gate const&) = delete;
-  void block(stream_handle s) {
-    backend().enqueue_host_function(s, [flag = open_] {
-      while (!flag->load(std::memory_order_acquire))
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    });
-  }
-  void open() { open_->store(true, std::memory_order_release); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> open_;
-};
+using gate = stream_gate;
 
 // Device memory from the backend with a flag that flips when released (lifetime tests).
 struct tracked_device_buffer {

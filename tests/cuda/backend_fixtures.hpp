@@ -3,6 +3,8 @@
 // the GPU suite), plus a gate that holds a stream back until the test opens it.
 #pragma once
 
+#include "stream_gate.hpp"
+
 #include <gpumem/cuda/device_backend.hpp>
 
 #include <gtest/gtest.h>
@@ -113,28 +115,6 @@ class scoped_event {
 
  private:
   event_handle handle_;
-};
-
-// Holds a stream at a point of its order: `block(stream)` enqueues a host function that waits
-// until `open()` is called. Until then everything enqueued after it on that stream is certainly
-// not complete — on both backends, with no timing involved. Open it before synchronizing the
-// stream; the destructor opens it too, so a failed assertion cannot hang the stream.
-class stream_gate {
- public:
-  stream_gate() : open_(std::make_shared<std::atomic<bool>>(false)) {}
-  ~stream_gate() { open(); }
-  stream_gate(stream_gate const&) = delete;
-  stream_gate& operator=(stream_gate const&) = delete;
-  void block(stream_handle stream) {
-    backend().enqueue_host_function(stream, [flag = open_] {
-      while (!flag->load(std::memory_order_acquire))
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    });
-  }
-  void open() { open_->store(true, std::memory_order_release); }
-
- private:
-  std::shared_ptr<std::atomic<bool>> open_;
 };
 
 }  // namespace gpumem::test
