@@ -2,6 +2,8 @@
 #include <gpumem/array/array_layout.hpp>
 #include <gpumem/core/error.hpp>
 
+#include "array_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,17 +11,7 @@
 namespace gpumem {
 namespace {
 
-// Runs `f`, expects a logic_error whose message contains `needle`.
-template <class F>
-void expect_logic_error(F&& f, std::string const& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected gpumem::logic_error containing \"" << needle << "\"";
-  } catch (logic_error const& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to contain: " << needle;
-  }
-}
+using test::expect_logic_error;
 
 TEST(ArrayLayout, ContiguousStridesInBothOrders) {
   auto c = array_layout::contiguous({2, 3, 4}, 8);
