@@ -329,12 +329,18 @@ void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
     if (entry.second.get() != &s) settle_locked(*entry.second);
   if (poll_locked() || free_bytes_ > 0)
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  // Before growing: blocks parked in the calling thread's caches may merge into a fit.
-  if (flush_calling_thread_locked() >= size) {
-    for (auto& entry : streams_)
-      drain_class_lists_locked(*entry.second);
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  }
+  // Before growing: blocks parked in the calling thread's caches may merge into a fit, and so may
+  // the calling stream's own extents once its queued work is done.
+  flush_calling_thread_locked();
+  for (auto& entry : streams_)
+    drain_class_lists_locked(*entry.second);
+  settle_locked(s);
+  poll_locked();
+  if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
+  // request (or it would fit): give them back before growing, so that what the pool holds follows
+  // the shape of the workload, not its history.
+  if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
   if (grow_locked(size))
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   // Last resort: other threads flush at their next call; wait for every stream so that every
@@ -409,17 +415,21 @@ bool pool_state::grow_locked(std::size_t size) {
   return false;
 }
 
-std::size_t pool_state::trim_locked() {
+std::size_t pool_state::trim_locked(pool_stream* stream) {
   std::size_t released = 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;
     auto e = extents_.find(chunk.base);
-    if (e == extents_.end() || e->second.owner != nullptr || e->second.size != chunk.size) {
+    if (e == extents_.end() || e->second.size != chunk.size ||
+        (e->second.owner != nullptr && e->second.owner != stream)) {
       ++it;
       continue;
     }
+    // A chunk owned by `stream` goes back in that stream's order: the upstream's contract makes it
+    // wait for (or order after) the work queued there before the frees.
+    stream_handle const order = e->second.owner != nullptr ? stream->handle : nullptr;
     erase_extent_locked(e);
-    upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, nullptr);
+    upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
     held_ -= chunk.size;
     released += chunk.size;
     ++upstream_deallocations_;

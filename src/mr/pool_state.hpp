@@ -165,7 +165,8 @@ class pool_state {
   bool poll_locked();
   void release_owner_locked(pool_stream& s, std::uint64_t upto);
   bool grow_locked(std::size_t size);
-  std::size_t trim_locked();
+  // Gives back every chunk that is one extent free for all streams or owned by `stream`.
+  std::size_t trim_locked(pool_stream* stream = nullptr);
   std::size_t largest_free_locked() const noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();

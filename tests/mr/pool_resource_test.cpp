@@ -318,6 +318,27 @@ TEST_F(pool_test, initial_size_and_maximum_are_respected) {
   EXPECT_THROW(pool_resource(upstream, pool_options{16 * MiB, 32 * MiB, 8 * MiB}), logic_error);
 }
 
+TEST_F(pool_test, growth_gives_back_chunks_too_small_for_the_request_first) {
+  for (bool trim_first : {true, false}) {
+    pool_options options;
+    options.max_cached_size = 0;
+    options.chunk_size = 4 * MiB;
+    options.trim_before_growth = trim_first;
+    pool_resource pool(upstream, options);
+    void* p = pool.allocate(4 * MiB, a);
+    pool.deallocate(p, 4 * MiB, a);  // the whole first chunk, owned by a
+    void* q = pool.allocate(8 * MiB, a);
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.held_bytes, trim_first ? 8 * MiB : 12 * MiB) << trim_first;
+    EXPECT_EQ(st.upstream_deallocations, trim_first ? 1u : 0u) << trim_first;
+    EXPECT_EQ(st.peak_held_bytes, trim_first ? 8 * MiB : 12 * MiB) << trim_first;
+    pool.check_invariants();
+    pool.deallocate(q, 8 * MiB, a);
+    pool.release_stream(a);
+    pool.check_invariants();
+  }
+}
+
 TEST_F(pool_test, name_names_the_upstream) {
   pool_resource pool(upstream, {});
   EXPECT_EQ(pool.name(), "pool_resource over cuda_resource");

@@ -9,6 +9,15 @@
 // that block to another stream then is a violation, whatever the timing. The pattern check finds
 // the same bug as data corruption. The last test breaks the ordering on purpose (a backend that
 // says every event and stream has completed) and shows that the harness catches it.
+//
+// No deadlock on CUDA, by construction: while a gate is closed, the test thread (the only one that
+// opens gates) must never call anything that waits for the device. cudaFree and cudaFreeHost wait
+// for the whole device, so the pool's upstream and the pinned staging memory are carved from
+// regions taken before the first gate and given back after the last one opens; the pool itself
+// waits only on its out-of-memory path, which the large upstream region keeps it from reaching.
+// Host functions never wait for each other's streams (CUDA may run them all on one thread), only
+// for the test thread. A watchdog turns a hang into a failure that names the step.
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/pool_resource.hpp>
@@ -17,14 +26,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpumem {
@@ -122,9 +137,126 @@ class lying_backend final : public device_backend {
   device_backend& inner_;
 };
 
+// First fit over one region taken up front; give-backs coalesce. Never calls the backend after
+// construction, so it never waits for the device. Test thread only.
+class region_carver {
+ public:
+  region_carver(void* base, std::size_t bytes) : base_(reinterpret_cast<std::uintptr_t>(base)) {
+    free_.emplace(base_, bytes);
+  }
+  void* take(std::size_t bytes) {  // null when no extent fits
+    bytes = (bytes + 255) & ~std::size_t{255};
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      std::uintptr_t const at = it->first;
+      std::size_t const rest = it->second - bytes;
+      free_.erase(it);
+      if (rest > 0) free_.emplace(at + bytes, rest);
+      in_use_ += bytes;
+      peak_ = std::max(peak_, in_use_);
+      return reinterpret_cast<void*>(at);
+    }
+    return nullptr;
+  }
+  void give(void* p, std::size_t bytes) {
+    bytes = (bytes + 255) & ~std::size_t{255};
+    in_use_ -= bytes;
+    auto at = reinterpret_cast<std::uintptr_t>(p);
+    auto next = free_.lower_bound(at);
+    if (next != free_.end() && next->first == at + bytes) {
+      bytes += next->second;
+      next = free_.erase(next);
+    }
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == at) {
+        prev->second += bytes;
+        return;
+      }
+    }
+    free_.emplace(at, bytes);
+  }
+  std::size_t peak() const { return peak_; }
+
+ private:
+  std::uintptr_t base_;
+  std::map<std::uintptr_t, std::size_t> free_;
+  std::size_t in_use_ = 0;
+  std::size_t peak_ = 0;
+};
+
+// The pool's upstream: chunks carved from one device allocation made at construction. A chunk
+// comes back only from trim or the pool's destructor, when every free in it has completed (as far
+// as the pool knows: under the lying backend it knows wrong, which the model then reports).
+class region_upstream final : public memory_resource {
+ public:
+  explicit region_upstream(std::size_t bytes)
+      : base_(backend().allocate(bytes)), carver_(base_, bytes), bytes_(bytes) {}
+  ~region_upstream() override { backend().deallocate(base_); }
+  std::string name() const override { return "region_upstream"; }
+  std::size_t peak() const { return carver_.peak(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override {
+    if (void* p = carver_.take(bytes)) return p;
+    throw out_of_memory(bytes, name(), 0, carver_.peak(), "the test region is too small");
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle) noexcept override {
+    carver_.give(p, bytes);
+  }
+
+  void* base_;
+  region_carver carver_;
+  std::size_t bytes_;
+};
+
+// Aborts the process, naming the step, when the harness makes no progress for a long time: a hang
+// (for instance a host function or an implicit device synchronisation waiting on a closed gate)
+// becomes a failure with a message instead of a test that never ends.
+class watchdog {
+ public:
+  explicit watchdog(std::atomic<int> const& step) : step_(step), thread_([this] { watch(); }) {}
+  ~watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void watch() {
+    int last = -1;
+    int still = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [&] { return done_; })) {
+      int const now = step_.load();
+      still = now == last ? still + 1 : 0;
+      last = now;
+      if (still >= 60) {
+        std::fprintf(stderr,
+                     "pool_stress: no progress for 60 s at step %d (a deadlock); aborting\n", now);
+        std::fflush(stderr);
+        std::abort();
+      }
+    }
+  }
+
+  std::atomic<int> const& step_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 struct stress_report {
   int model_violations = 0;
   int pattern_mismatches = 0;
+  int checked_frees = 0;    // frees whose pattern was verified in stream order
+  int unchecked_frees = 0;  // frees left unchecked because the staging region was full
+  std::size_t upstream_peak = 0;
+  std::size_t staging_peak = 0;
   std::string first_problem;
 };
 
@@ -132,7 +264,16 @@ class pool_stress {
  public:
   static constexpr int stream_count = 3;
 
-  pool_stress(std::uint64_t seed, device_backend* pool_backend) : rng_(seed) {
+  // Taken before the first gate (see the file comment). The upstream region is several times the
+  // pool's peak in these runs, the staging region several times the checks in flight.
+  static constexpr std::size_t upstream_bytes = 2 * GiB;
+  static constexpr std::size_t staging_bytes = 1 * GiB;
+
+  pool_stress(std::uint64_t seed, device_backend* pool_backend)
+      : rng_(seed),
+        upstream_(upstream_bytes),
+        staging_base_(backend().allocate_pinned(staging_bytes, {})),
+        staging_carver_(staging_base_, staging_bytes) {
     pool_options options;
     options.backend = pool_backend;
     options.track_blocks = true;
@@ -150,11 +291,14 @@ class pool_stress {
       backend().destroy_stream(s.handle);
     for (event_handle e : events_)
       backend().destroy_event(e);
+    backend().deallocate_pinned(staging_base_);
   }
 
   stress_report run(int steps) {
+    watchdog guard(progress_);
     for (int step = 0; step < steps; ++step) {
       step_ = step;
+      progress_.store(step);
       unsigned const op = static_cast<unsigned>(rng_() % 100);
       if (op < 36 && live_.size() < 200)
         allocate();
@@ -175,6 +319,10 @@ class pool_stress {
     stress_report report;
     report.model_violations = violations_;
     report.pattern_mismatches = mismatches_->load();
+    report.checked_frees = checked_frees_;
+    report.unchecked_frees = unchecked_frees_;
+    report.upstream_peak = upstream_.peak();
+    report.staging_peak = staging_carver_.peak();
     std::lock_guard<std::mutex> lock(*problem_mutex_);
     report.first_problem = first_problem_.empty() ? *pattern_problem_ : first_problem_;
     return report;
@@ -204,6 +352,7 @@ class pool_stress {
   };
   struct staging {
     void* host;
+    std::size_t bytes;
     std::shared_ptr<std::atomic<bool>> done;
   };
 
@@ -272,7 +421,14 @@ class pool_stress {
           std::max(after_[current_][b.stream], streams_[b.stream].gates.size());
       f.deps.push_back({b.stream, streams_[b.stream].gates.size()});
     }
-    void* host = backend().allocate_pinned(b.bytes, {});
+    void* host = staging_carver_.take(b.bytes);
+    if (host == nullptr) {
+      // Too many checks in flight: this free goes unchecked (the model still checks it).
+      ++unchecked_frees_;
+      pool_->deallocate(b.p, b.bytes, s.handle);
+      pending_.push_back(std::move(f));
+      return;
+    }
     auto done = std::make_shared<std::atomic<bool>>(false);
     backend().copy_async(host, b.p, b.bytes, s.handle);
     auto mismatches = mismatches_;
@@ -296,7 +452,8 @@ class pool_stress {
       }
       done->store(true);
     });
-    staging_.push_back({host, done});
+    staging_.push_back({host, b.bytes, done});
+    ++checked_frees_;
     pool_->deallocate(b.p, b.bytes, s.handle);
     pending_.push_back(std::move(f));
   }
@@ -323,7 +480,7 @@ class pool_stress {
     std::vector<staging> keep;
     for (auto& st : staging_) {
       if (st.done->load())
-        backend().deallocate_pinned(st.host);
+        staging_carver_.give(st.host, st.bytes);
       else
         keep.push_back(st);
     }
@@ -348,7 +505,12 @@ class pool_stress {
   }
 
   std::mt19937_64 rng_;
-  cuda_resource upstream_;
+  region_upstream upstream_;
+  void* staging_base_;
+  region_carver staging_carver_;
+  std::atomic<int> progress_{0};
+  int checked_frees_ = 0;
+  int unchecked_frees_ = 0;
   std::unique_ptr<pool_resource> pool_;
   gate_state streams_[stream_count];
   // after_[x][y]: work queued now on stream x runs after the first after_[x][y] gates of stream y.
@@ -375,6 +537,10 @@ TEST_P(pool_stress_seeds, no_cross_stream_reuse_before_completion_and_patterns_i
   stress_report const report = stress.run(1500);
   EXPECT_EQ(report.model_violations, 0) << report.first_problem;
   EXPECT_EQ(report.pattern_mismatches, 0) << report.first_problem;
+  EXPECT_GT(report.checked_frees, 4 * report.unchecked_frees) << "the staging region is too small";
+  std::printf("%d frees checked, %d unchecked; peak upstream %zu MiB, peak staging %zu MiB\n",
+              report.checked_frees, report.unchecked_frees, report.upstream_peak / MiB,
+              report.staging_peak / MiB);
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, pool_stress_seeds, ::testing::Values(1u, 2u, 3u, 42u));

@@ -37,6 +37,14 @@ struct pool_options {
   // event on that stream for all of them (a fence). Fences are also made on demand, when another
   // stream runs short.
   std::size_t fence_bytes = 64 * MiB;
+  // Before taking a new chunk, give back to the upstream every chunk that is completely free, or
+  // completely freed on the calling stream (in that stream's order, so the upstream may wait for
+  // it: cuda_resource synchronises the stream, and cudaFree waits for the device). Such chunks are
+  // too small for the request, and keeping them is what makes a workload whose sizes change (a
+  // training loop with varying shapes) hold far more than it uses. false: chunks go back only on
+  // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
+  // by a host function that waits for the allocating thread).
+  bool trim_before_growth = true;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
   // Costs a mutex per call: for tests and debugging.
@@ -98,6 +106,10 @@ struct pool_statistics {
 // taken once per batch. A thread's stacks go back to the pool when the thread exits; trim() and
 // the out-of-memory path flush the calling thread's stacks at once and ask other threads to flush
 // theirs at their next call. check_invariants() and exact statistics() need a quiescent pool.
+//
+// Growth: before a new chunk is taken, the calling thread's caches and every class list are merged
+// back, the calling stream's extents become free if it is idle, and (trim_before_growth) every
+// completely free chunk goes back to the upstream.
 //
 // Out of memory: after the calling thread's caches are flushed, every completed fence is applied,
 // fences are recorded and waited for, and empty chunks are given back and growth retried, the pool
