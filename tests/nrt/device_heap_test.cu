@@ -10,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 using gpumem::test::device_array;
@@ -49,14 +51,15 @@ GPUMEM_HD std::size_t natural_alignment(std::size_t bytes) {
 // Each thread keeps up to `live` blocks of random sizes, fills each with its own pattern and checks
 // the pattern when it frees the block: any overlap between blocks of different threads shows.
 struct churn_kernel {
+  static constexpr unsigned max_live = 4;
   nrt::heap_ref heap;
   unsigned iterations;
   std::size_t max_bytes;
+  unsigned live;               // blocks each thread holds, at most max_live
   unsigned long long* errors;  // [0] nulls, [1] corrupt, [2] misaligned
   GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
-    constexpr unsigned live = 4;
-    unsigned char* blocks[live] = {};
-    std::size_t sizes[live] = {};
+    unsigned char* blocks[max_live] = {};
+    std::size_t sizes[max_live] = {};
     auto rng = static_cast<std::uint32_t>(t.global() * 2654435761u + 12345u);
     for (unsigned it = 0; it < iterations; ++it) {
       unsigned const k = it % live;
@@ -84,10 +87,19 @@ struct churn_kernel {
   }
 };
 
-void run_churn(std::size_t max_bytes, unsigned iterations) {
-  nrt::device_heap heap(nrt::heap_options{64 * gpumem::MiB});
+struct churn_shape {
+  gpumem::launch_config grid{32, 64};
+  unsigned live = 4;
+  std::size_t heap_bytes = 64 * gpumem::MiB;
+};
+
+// On the device every thread of the grid holds its `live` blocks at once, so the heap must hold
+// threads x live blocks (and the slabs they pin) with room to spare: the heap sizes below are.
+void run_churn(std::size_t max_bytes, unsigned iterations, churn_shape const& shape = {}) {
+  nrt::device_heap heap(nrt::heap_options{shape.heap_bytes});
   device_array<unsigned long long> errors(3);
-  gpumem::launch({32, 64}, churn_kernel{heap.handle(), iterations, max_bytes, errors.data()});
+  gpumem::launch(shape.grid,
+                 churn_kernel{heap.handle(), iterations, max_bytes, shape.live, errors.data()});
   std::vector<unsigned long long> const e = errors.to_host();
   EXPECT_EQ(e[0], 0u) << "allocations failed on a heap far larger than the live set";
   EXPECT_EQ(e[1], 0u) << "blocks overlapped or were handed out twice";
@@ -106,8 +118,162 @@ TEST(device_heap, churn_mixed_blocks_up_to_4_kib) {
   run_churn(4096, 24);
 }
 
+// 256 threads x 2 live blocks of up to 3 slabs: at most 1536 slabs of large runs plus at most one
+// pinned slab per small block and one current slab per (class, shard) slot (58 shards here), in a
+// heap of 5119 slabs. That leaves more free slabs than twice the number of gaps the live items can
+// make, so some gap of 3 always exists: a null here is a heap bug, not exhaustion. (The first
+// version ran 2048 threads x 4 blocks, about 14000 slabs of demand on the device, in 511 slabs.)
 TEST(device_heap, churn_with_large_blocks) {
-  run_churn(300 * 1024, 6);
+  churn_shape shape;
+  shape.grid = {8, 32};
+  shape.live = 2;
+  shape.heap_bytes = 640 * gpumem::MiB;
+  run_churn(300 * 1024, 6, shape);
+}
+
+// Each thread keeps one large block of up to `max_slabs` slabs at a time and marks its first and
+// last bytes, so overlapping runs show.
+struct large_race_kernel {
+  nrt::heap_ref heap;
+  unsigned iterations;
+  std::size_t max_slabs;
+  unsigned long long* errors;  // [0] nulls, [1] overlaps
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    std::size_t const span = (max_slabs << heap.slab_shift) - nrt::detail::max_small_block;
+    auto rng = static_cast<std::uint32_t>(t.global() * 2246822519u + 7u);
+    for (unsigned it = 0; it < iterations; ++it) {
+      std::size_t const bytes = nrt::detail::max_small_block + 1 + next_random(rng) % span;
+      auto* const p = static_cast<unsigned char*>(nrt::detail::heap_allocate(heap, bytes));
+      if (p == nullptr) {
+        gpumem::atomic_fetch_add(&errors[0], 1ull);
+        continue;
+      }
+      auto const tag = static_cast<unsigned char>(t.global() * 7 + it);
+      fill_block(p, 64, tag);
+      fill_block(p + bytes - 64, 64, tag);
+      if (!block_holds(p, 64, tag) || !block_holds(p + bytes - 64, 64, tag))
+        gpumem::atomic_fetch_add(&errors[1], 1ull);
+      nrt::detail::heap_deallocate(heap, p);
+    }
+  }
+};
+
+// `threads` threads race for large blocks on a heap just big enough that every request can be met:
+//   * blocks of one slab: `threads` slabs (a thread that asks holds none, so one is free);
+//   * blocks of 1..3 slabs: with k = threads - 1 other runs live, 3k + 2(k + 1) + 1 slabs always
+//     leave a gap of 3 (k runs make at most k + 1 gaps; were each under 3, at most 2(k + 1) free).
+// So every null is a failure under contention, not exhaustion. On the device every thread of the
+// grid runs at once; on the host backend the test runs its own host threads, more than the cores,
+// so that threads are often preempted in the middle of a claim (as warps delay each other on the
+// device).
+void race_large_requests(std::size_t max_slabs) {
+  bool const device = gpumem::backend().kind() == gpumem::backend_kind::cuda;
+  unsigned const threads = device ? 1024 : 64;
+  unsigned const iterations = device ? 200 : 5000;
+  std::size_t const k = threads - 1;
+  std::size_t const needed = max_slabs == 1 ? threads : 3 * k + 2 * (k + 1) + 1;
+  nrt::heap_options options;
+  options.slab_bytes = 128 * gpumem::KiB;
+  options.bytes = needed * options.slab_bytes + 64 * gpumem::KiB;  // + the metadata
+  nrt::device_heap heap(options);
+  ASSERT_GE(heap.capacity() / heap.slab_bytes(), needed);
+  device_array<unsigned long long> errors(2);
+  large_race_kernel const kernel{heap.handle(), iterations, max_slabs, errors.data()};
+  if (device) {
+    gpumem::launch({threads, 1}, kernel);
+  } else {
+    std::atomic<bool> go{false};  // start together, or the first threads finish alone
+    std::vector<std::thread> pool;
+    for (unsigned b = 0; b < threads; ++b) {
+      pool.emplace_back([&kernel, &go, b, threads] {
+        while (!go.load())
+          std::this_thread::yield();
+        kernel(gpumem::thread_index{b, 0, threads, 1});
+      });
+    }
+    go.store(true);
+    for (std::thread& t : pool)
+      t.join();
+  }
+  std::vector<unsigned long long> const e = errors.to_host();
+  EXPECT_EQ(e[0], 0u) << "large allocations failed while the heap could meet them ("
+                      << heap.capacity() / heap.slab_bytes() << " slabs, " << threads
+                      << " threads)";
+  EXPECT_EQ(e[1], 0u) << "runs overlapped";
+  EXPECT_NO_THROW(heap.check());
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
+}
+
+TEST(device_heap, racing_one_slab_requests_never_fail_while_a_slab_is_free) {
+  race_large_requests(1);
+}
+
+TEST(device_heap, racing_multi_slab_requests_never_fail_while_a_run_is_free) {
+  race_large_requests(3);
+}
+
+// One thread: fills the heap with one-slab blocks, frees slabs 62..65 (a gap across a bitmap word
+// boundary), 100..102 and four single slabs, then asks for 4 slabs (must be 62, first fit), then 4
+// more (7 free but at most 3 in a row: null after its bounded passes, as the free count says a
+// run might exist), then 3 (must be 100).
+struct fragment_kernel {
+  nrt::heap_ref heap;
+  void** blocks;            // [slab_count]
+  unsigned long long* out;  // [0] blocks taken, [1] slab of the 4-run, [2] second 4-run, [3] 3-run
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    std::size_t const slab = std::size_t{1} << heap.slab_shift;
+    unsigned long long taken = 0;
+    for (std::uint32_t i = 0; i < heap.slab_count; ++i) {
+      blocks[i] = nrt::detail::heap_allocate(heap, slab);
+      if (blocks[i] != nullptr) ++taken;
+    }
+    out[0] = taken;
+    std::uint32_t const freed[] = {62, 63, 64, 65, 100, 101, 102, 150, 152, 154, 156};
+    for (std::uint32_t const i : freed) {
+      nrt::detail::heap_deallocate(heap, blocks[i]);
+      blocks[i] = nullptr;
+    }
+    auto slab_of = [&](void* p) -> unsigned long long {
+      if (p == nullptr) return ~0ull;
+      return static_cast<unsigned long long>(static_cast<char*>(p) - heap.slabs) >> heap.slab_shift;
+    };
+    void* const four = nrt::detail::heap_allocate(heap, 4 * slab);
+    out[1] = slab_of(four);
+    void* const again = nrt::detail::heap_allocate(heap, 3 * slab + 1);
+    out[2] = slab_of(again);
+    void* const three = nrt::detail::heap_allocate(heap, 3 * slab);
+    out[3] = slab_of(three);
+    nrt::detail::heap_deallocate(heap, four);
+    nrt::detail::heap_deallocate(heap, again);
+    nrt::detail::heap_deallocate(heap, three);
+    for (std::uint32_t i = 0; i < heap.slab_count; ++i)
+      nrt::detail::heap_deallocate(heap, blocks[i]);
+  }
+};
+
+TEST(device_heap, large_runs_are_first_fit_across_words_and_fragmentation_fails_cleanly) {
+  nrt::heap_options options;
+  options.bytes = 200 * 128 * gpumem::KiB;
+  options.slab_bytes = 128 * gpumem::KiB;
+  options.shards = 1;
+  nrt::device_heap heap(options);
+  std::size_t const slabs = heap.capacity() / heap.slab_bytes();
+  ASSERT_GT(slabs, 157u);
+  device_array<void*> blocks(slabs);
+  device_array<unsigned long long> out(4);
+  gpumem::launch({1, 1}, fragment_kernel{heap.handle(), blocks.data(), out.data()});
+  std::vector<unsigned long long> const r = out.to_host();
+  EXPECT_EQ(r[0], slabs) << "the empty heap did not give every slab";
+  EXPECT_EQ(r[1], 62u) << "the 4-slab run across the word boundary was not found first";
+  EXPECT_EQ(r[2], ~0ull) << "a 4-slab run was handed out where only 3 were free";
+  EXPECT_EQ(r[3], 100u);
+  try {
+    heap.check();
+    FAIL() << "check() should report the fragmented request";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), 3 * heap.slab_bytes() + 1);
+  }
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
 }
 
 // Thread i allocates one block of `bytes`; pointers go to out[i].

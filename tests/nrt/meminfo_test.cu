@@ -202,6 +202,27 @@ TEST_F(nrt_test, decref_at_zero_is_reported_and_never_wraps) {
   EXPECT_NO_THROW(ms().check()) << "check() clears what it reported";
 }
 
+struct incref_dead {
+  NRT_MemInfo* mi;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const { NRT_incref(mi); }
+};
+
+// One thread: an incref from zero is reported and undone (the object stays dead). Increfs of a
+// dead object by many threads at once cannot all be told from increfs of a live one (the second
+// sees 1), so only the first is guaranteed to be caught; that is not tested here.
+TEST_F(nrt_test, incref_at_zero_is_reported_and_undone) {
+  device_array<NRT_MemInfo> dead(1);
+  gpumem::nrt::launch(ms(), {1, 1}, incref_dead{dead.data()});
+  EXPECT_EQ(dead.to_host()[0].refct, 0u) << "a dead object must stay dead";
+  try {
+    ms().check();
+    FAIL() << "check() should report the incref at zero";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("1 reference count operation"), std::string::npos)
+        << e.what();
+  }
+}
+
 struct aligned_kernel {
   unsigned* ok;  // [aligns]
   GPUMEM_HD void operator()(gpumem::thread_index const& t) const {

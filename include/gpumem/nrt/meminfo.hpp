@@ -18,7 +18,10 @@
 //     see zero and destroy twice.)
 //   * A decref that finds the count at zero is an error: the count is put back (it never stays
 //     wrapped), no destructor runs, and the memory system records it for memsys::check(). An
-//     incref from zero (resurrecting a dying object) is recorded the same way.
+//     incref from zero (resurrecting a dying object) is recorded and undone the same way.
+//     "Found zero" includes the values above 2^63: while N threads decref a dead object at once,
+//     the count passes through -1 .. -N before their restores land, and each of them must be
+//     caught, or only the first would be (the others would see 2^64-1, ... and wrap it for good).
 //   * The destructor receives dtor_info (Numba's CUDA NRT passes null).
 //   * Memory comes from gpumem's device heap, not CUDA's 8 MiB malloc heap; exhaustion returns
 //     null and is reported by memsys::check(), never a trap.
@@ -35,6 +38,15 @@
 
 #include <cstddef>
 #include <cstdint>
+
+namespace gpumem::nrt::detail {
+// Whether a count seen before an increment or decrement says the object is dead: zero, or
+// "negative" (>= 2^63) because other threads' erroneous decrefs have not restored it yet.
+// One comparison: before - 1 wraps zero to the top of the range.
+GPUMEM_HD inline bool refcount_is_dead(std::size_t before) {
+  return before - 1 >= (~std::size_t{0} >> 1);
+}
+}  // namespace gpumem::nrt::detail
 
 extern "C" {
 
@@ -108,16 +120,25 @@ GPUMEM_HD inline void NRT_MemInfo_call_dtor(NRT_MemInfo* mi) {
 
 GPUMEM_HD inline void NRT_incref(NRT_MemInfo* mi) {
   if (mi == nullptr) return;
-  if (gpumem::atomic_fetch_add(&mi->refct, size_t{1}, gpumem::mem_order::relaxed) == 0)
+  size_t const before = gpumem::atomic_fetch_add(&mi->refct, size_t{1}, gpumem::mem_order::relaxed);
+  if (gpumem::nrt::detail::refcount_is_dead(before)) {
+    gpumem::atomic_fetch_sub(&mi->refct, size_t{1}, gpumem::mem_order::relaxed);
     gpumem::nrt::detail::report_refcount_error(gpumem::nrt::detail::current_memsys(), mi);
+  }
 }
 
+// Every erroneous step is undone by its own thread with the opposite atomic, so after any number
+// of concurrent decrefs of a dead object the count is back at zero and each has been reported;
+// the normal path stays one fetch_sub and one comparison. Limits, all of them caller errors: of
+// several increfs of a dead object at once only the first sees zero (the next sees 1, as for a
+// live object) and a decref that meets such a 1 before the undo destroys the object again; the
+// first incref is always reported.
 GPUMEM_HD inline void NRT_decref(NRT_MemInfo* mi) {
   if (mi == nullptr) return;
   size_t const before = gpumem::atomic_fetch_sub(&mi->refct, size_t{1}, gpumem::mem_order::acq_rel);
   if (before == 1) {
     NRT_MemInfo_call_dtor(mi);
-  } else if (before == 0) {
+  } else if (gpumem::nrt::detail::refcount_is_dead(before)) {
     gpumem::atomic_fetch_add(&mi->refct, size_t{1}, gpumem::mem_order::relaxed);
     gpumem::nrt::detail::report_refcount_error(gpumem::nrt::detail::current_memsys(), mi);
   }

@@ -30,6 +30,10 @@
 // Shards spread the hot slot words (per SM on the device): one global counter tops out near
 // 42 G atomics/s on an H200, far below what warp aggregation over many slots reaches.
 //
+// Large blocks take a first-fit run of whole slabs from the bitmap. A search that finds nothing is
+// repeated (bounded, with pauses) while the count of used slabs says the request may fit: under
+// contention one pass can lose every race although the heap could serve it.
+//
 // Exhaustion returns null and records the failure (count, first failing size) for the host's
 // device_heap::check(). Nothing here traps or throws.
 #pragma once
@@ -130,11 +134,18 @@ GPUMEM_HD inline unsigned long long word_valid_mask(heap_ref const& h, std::uint
   return bits >= 64 ? ~0ull : ((1ull << bits) - 1);
 }
 
-// Claims one free slab for class `cls` and prepares it; no_slab when none is free. Shards start
-// their search in different parts of the bitmap so that they rarely meet.
-GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std::uint32_t shard) {
-  std::uint32_t const start = static_cast<std::uint32_t>(
-      (static_cast<unsigned long long>(shard) * h.bitmap_words) / h.shard_count);
+// Index of the lowest set bit of a non-zero word.
+GPUMEM_HD inline std::uint32_t lowest_bit(unsigned long long v) {
+#if GPUMEM_DEVICE_PASS
+  return static_cast<std::uint32_t>(__ffsll(static_cast<long long>(v)) - 1);
+#else
+  return static_cast<std::uint32_t>(__builtin_ctzll(v));
+#endif
+}
+
+// One pass of acquire_slab over the bitmap, starting at word `start`.
+GPUMEM_HD inline std::uint32_t acquire_slab_pass(heap_ref const& h, unsigned cls,
+                                                 std::uint32_t start) {
   for (std::uint32_t i = 0; i < h.bitmap_words; ++i) {
     std::uint32_t w = start + i;
     if (w >= h.bitmap_words) w -= h.bitmap_words;
@@ -145,10 +156,7 @@ GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std
       unsigned long long const bit = free_bits & (~free_bits + 1);  // lowest free slab
       unsigned long long const old = atomic_fetch_or(&h.bitmap[w], bit, mem_order::acquire);
       if ((old & bit) == 0) {
-        unsigned idx = 0;
-        while (((bit >> idx) & 1ull) == 0)
-          ++idx;
-        std::uint32_t const s = w * 64u + idx;
+        std::uint32_t const s = w * 64u + lowest_bit(bit);
         // Published to other threads by the release store/CAS of the slot that names s.
         atomic_store(&h.remaining[s], class_capacity(h, cls) + 1, mem_order::relaxed);
         atomic_store(&h.slab_info[s], static_cast<std::uint32_t>(cls), mem_order::relaxed);
@@ -159,6 +167,37 @@ GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std
     }
   }
   return no_slab;
+}
+
+// A search of the bitmap that found nothing is repeated while the slab count says the request may
+// fit: a pass can miss free slabs because other threads hold bits only for a moment (a large claim
+// that meets a conflict sets bits and clears them again) or free slabs behind the scan. At most
+// this many passes, with growing pauses between them, so a heap that is merely fragmented still
+// answers null in bounded time. The cost is off the fast path: slab acquisition and large blocks.
+inline constexpr unsigned search_attempts = 1024;
+
+// Whether another pass may find `slabs` free slabs, and if so waits a little before it.
+GPUMEM_HD inline bool search_again(heap_ref const& h, unsigned attempt, std::uint32_t slabs) {
+  if (attempt + 1 >= search_attempts) return false;
+  // used_slabs is raised after a claim and lowered before a release, so it may say "free" a
+  // moment too long (one more pass) but never says "full" while slabs are free.
+  unsigned long long const used = atomic_load(&h.counters->used_slabs, mem_order::relaxed);
+  if (used + slabs > h.slab_count) return false;
+  unsigned const pauses = 1u << (attempt < 4 ? attempt : 4);
+  for (unsigned i = 0; i < pauses; ++i)
+    warp::pause();
+  return true;
+}
+
+// Claims one free slab for class `cls` and prepares it; no_slab when none is free. Shards start
+// their search in different parts of the bitmap so that they rarely meet.
+GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std::uint32_t shard) {
+  std::uint32_t const start = static_cast<std::uint32_t>(
+      (static_cast<unsigned long long>(shard) * h.bitmap_words) / h.shard_count);
+  for (unsigned attempt = 0;; ++attempt) {
+    std::uint32_t const s = acquire_slab_pass(h, cls, start);
+    if (s != no_slab || !search_again(h, attempt, 1)) return s;
+  }
 }
 
 GPUMEM_HD inline void release_slabs(heap_ref const& h, std::uint32_t first, std::uint32_t count) {
@@ -267,8 +306,69 @@ GPUMEM_HD inline void* allocate_small(heap_ref const& h, std::size_t bytes) {
   }
 }
 
-// Large blocks: first fit over the bitmap for `run` consecutive free slabs, claimed word by word
-// (fetch_or); a conflict gives back what this thread set and moves on.
+// The first `run` consecutive slabs that look free (one relaxed load per stretch of equal bits)
+// among those starting at or after `from`; no_slab when there are none.
+GPUMEM_HD inline std::uint32_t find_free_run(heap_ref const& h, std::uint32_t from,
+                                             std::uint32_t run) {
+  std::uint32_t start = from;
+  std::uint32_t length = 0;
+  std::uint32_t s = from;
+  while (s < h.slab_count) {
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const left = (h.slab_count - s) < (64u - lo) ? (h.slab_count - s) : (64u - lo);
+    unsigned long long const bits = atomic_load(&h.bitmap[s / 64u], mem_order::relaxed) >> lo;
+    if ((bits & 1ull) != 0) {  // busy: skip the busy stretch
+      std::uint32_t const busy = ~bits == 0 ? 64u : lowest_bit(~bits);
+      s += busy < left ? busy : left;
+      length = 0;
+      continue;
+    }
+    std::uint32_t const free_len = bits == 0 ? 64u : lowest_bit(bits);
+    if (length == 0) start = s;
+    std::uint32_t const n = free_len < left ? free_len : left;
+    length += n;
+    s += n;
+    if (length >= run) return start;
+  }
+  return no_slab;
+}
+
+// Sets the bits of [first, first + run) word by word (fetch_or). On a conflict it clears exactly
+// the bits it set (whole words before the conflicting one, the newly set bits of that one) and
+// returns a slab found taken; no_slab when the run is now this thread's.
+GPUMEM_HD inline std::uint32_t claim_run(heap_ref const& h, std::uint32_t first,
+                                         std::uint32_t run) {
+  std::uint32_t s = first;
+  std::uint32_t const end = first + run;
+  while (s < end) {
+    std::uint32_t const w = s / 64u;
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const k = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
+    unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
+    unsigned long long const old = atomic_fetch_or(&h.bitmap[w], mask, mem_order::acquire);
+    if ((old & mask) == 0) {
+      s += k;
+      continue;
+    }
+    atomic_fetch_and(&h.bitmap[w], ~(mask & ~old), mem_order::relaxed);
+    std::uint32_t const conflict = w * 64u + lowest_bit(old & mask);
+    for (std::uint32_t t = first; t < s;) {  // the words fully claimed before this one
+      std::uint32_t const tw = t / 64u;
+      std::uint32_t const tlo = t % 64u;
+      std::uint32_t const tk = (s - t) < (64u - tlo) ? (s - t) : (64u - tlo);
+      unsigned long long const tmask = (tk == 64 ? ~0ull : ((1ull << tk) - 1)) << tlo;
+      atomic_fetch_and(&h.bitmap[tw], ~tmask, mem_order::relaxed);
+      t += tk;
+    }
+    return conflict;
+  }
+  return no_slab;
+}
+
+// Large blocks: first fit over the bitmap for `run` consecutive free slabs (first fit from slab 0
+// keeps large runs packed, so a later request for most of the heap still finds room). A pass that
+// loses every race is repeated while the slab count says the run may fit (search_again): under
+// contention a pass can fail although the heap could serve the request.
 GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
   std::size_t const slab_bytes = std::size_t{1} << h.slab_shift;
   std::size_t const run_size = (bytes + slab_bytes - 1) >> h.slab_shift;
@@ -277,54 +377,20 @@ GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
     return nullptr;
   }
   auto const run = static_cast<std::uint32_t>(run_size);
-  std::uint32_t first = 0;
-  while (first + run <= h.slab_count) {
-    // Find a stretch that looks free.
-    std::uint32_t busy = no_slab;
-    for (std::uint32_t s = first; s < first + run; ++s) {
-      if ((atomic_load(&h.bitmap[s / 64u], mem_order::relaxed) >> (s % 64u)) & 1ull) busy = s;
-    }
-    if (busy != no_slab) {
-      first = busy + 1;
-      continue;
-    }
-    // Claim it.
-    std::uint32_t s = first;
-    std::uint32_t const end = first + run;
-    std::uint32_t conflict = no_slab;
-    while (s < end) {
-      std::uint32_t const w = s / 64u;
-      std::uint32_t const lo = s % 64u;
-      std::uint32_t const k = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
-      unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
-      unsigned long long const old = atomic_fetch_or(&h.bitmap[w], mask, mem_order::acquire);
-      if ((old & mask) != 0) {
-        atomic_fetch_and(&h.bitmap[w], ~(mask & ~old), mem_order::relaxed);
-        unsigned long long const taken = old & mask;
-        unsigned idx = 0;
-        while (((taken >> idx) & 1ull) == 0)
-          ++idx;
-        conflict = w * 64u + idx;
-        break;
+  for (unsigned attempt = 0;; ++attempt) {
+    std::uint32_t from = 0;
+    for (;;) {
+      std::uint32_t const first = find_free_run(h, from, run);
+      if (first == no_slab) break;
+      std::uint32_t const conflict = claim_run(h, first, run);
+      if (conflict == no_slab) {
+        atomic_store(&h.slab_info[first], large_run | (run << 8), mem_order::relaxed);
+        count_slabs(h, run);
+        return h.slabs + (static_cast<std::size_t>(first) << h.slab_shift);
       }
-      s += k;
+      from = conflict + 1;
     }
-    if (conflict == no_slab) {
-      atomic_store(&h.slab_info[first], large_run | (run << 8), mem_order::relaxed);
-      count_slabs(h, run);
-      return h.slabs + (static_cast<std::size_t>(first) << h.slab_shift);
-    }
-    // Give back [first, s) (the words fully claimed before the conflict).
-    std::uint32_t t = first;
-    while (t < s) {
-      std::uint32_t const w = t / 64u;
-      std::uint32_t const lo = t % 64u;
-      std::uint32_t const k = (s - t) < (64u - lo) ? (s - t) : (64u - lo);
-      unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
-      atomic_fetch_and(&h.bitmap[w], ~mask, mem_order::relaxed);
-      t += k;
-    }
-    first = conflict + 1;
+    if (!search_again(h, attempt, run)) break;
   }
   record_failure(h, bytes);
   return nullptr;
