@@ -1,12 +1,13 @@
 // The host backend: a simulated device in host memory (see device_backend.hpp).
 //
-// Device and managed memory come from one arena of `capacity` bytes: a memfd mapped MAP_SHARED
-// (pages are touched only when used), so an IPC handle can name (pid, fd, offset) and another
-// process maps the same pages through /proc/<pid>/fd/<fd>. Allocation inside the arena is
-// address-ordered first fit with coalescing — simple and exact, since it only simulates a driver.
+// Device and managed memory come from one host_arena (host_arena.hpp), which also makes IPC across
+// processes possible; pinned and registered host memory are tables of host ranges; streams and
+// events are host_stream.hpp's work queues.
 //
-// Thread safety: one mutex guards the arena and the pinned/registered tables; streams have their
-// own locks (host_stream.hpp).
+// Thread safety: the arena and the streams have their own locks; one mutex guards the host-range,
+// stream, event and IPC tables.
+#include "host_arena.hpp"
+#include "host_errors.hpp"
 #include "host_stream.hpp"
 
 #include <gpumem/core/error.hpp>
@@ -37,25 +38,7 @@
 namespace gpumem {
 namespace {
 
-// CUDA's numeric codes, so that callers see the same code on both backends.
-constexpr int invalid_value = 1;                 // cudaErrorInvalidValue
-constexpr int invalid_device = 101;              // cudaErrorInvalidDevice
-constexpr int invalid_resource_handle = 400;     // cudaErrorInvalidResourceHandle
-constexpr int not_ready = 600;                   // cudaErrorNotReady
-constexpr int host_memory_registered = 712;      // cudaErrorHostMemoryAlreadyRegistered
-constexpr int host_memory_not_registered = 713;  // cudaErrorHostMemoryNotRegistered
-constexpr int map_failed = 205;                  // cudaErrorMapBufferObjectFailed
-
-[[noreturn]] void fail(int code, char const* code_name, char const* call, std::string detail) {
-  throw cuda_error(code, code_name, std::string("host backend: ") + call, __FILE__, __LINE__,
-                   std::move(detail));
-}
-
-std::string pointer_text(void const* p) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%p", p);
-  return buffer;
-}
+using namespace detail::host;
 
 constexpr std::array<std::uint8_t, 8> ipc_magic{'g', 'p', 'u', 'm', 'e', 'm', 'h', '1'};
 
@@ -70,29 +53,8 @@ static_assert(sizeof(ipc_payload) <= sizeof(ipc_memory_handle));
 
 class host_backend final : public device_backend {
  public:
-  explicit host_backend(host_backend_options options) : options_(options) {
-    GPUMEM_EXPECTS(options_.alignment > 0 && (options_.alignment & (options_.alignment - 1)) == 0,
-                   "host backend: alignment must be a power of two, got " +
-                       std::to_string(options_.alignment));
-    std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    capacity_ = (options_.capacity + page - 1) / page * page;
-    if (capacity_ == 0) capacity_ = page;
-    fd_ = ::memfd_create("gpumem-host-device", MFD_CLOEXEC);
-    if (fd_ < 0)
-      fail(map_failed, "cudaErrorMapBufferObjectFailed", "memfd_create", strerror(errno));
-    if (::ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
-      ::close(fd_);
-      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ftruncate", strerror(errno));
-    }
-    void* base =
-        ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
-    if (base == MAP_FAILED) {
-      ::close(fd_);
-      fail(map_failed, "cudaErrorMapBufferObjectFailed", "mmap", strerror(errno));
-    }
-    base_ = static_cast<std::uint8_t*>(base);
-    free_ranges_.emplace(0, capacity_);
-  }
+  explicit host_backend(host_backend_options options)
+      : arena_(options.capacity, options.alignment) {}
 
   ~host_backend() override {
     // Streams first: their queued tasks may still touch the arena.
@@ -105,13 +67,11 @@ class host_backend final : public device_backend {
       std::free(entry.first);
     for (auto& entry : ipc_mappings_)
       ::munmap(entry.second.first, entry.second.second);
-    ::munmap(base_, capacity_);
-    ::close(fd_);
   }
 
   backend_kind kind() const noexcept override { return backend_kind::host; }
   std::string description() override {
-    return "host: simulated device, " + format_bytes(capacity_);
+    return "host: simulated device, " + format_bytes(arena_.capacity());
   }
 
   int device_count() override { return 1; }
@@ -129,10 +89,7 @@ class host_backend final : public device_backend {
     id.name = "gpumem host device";
     return id;
   }
-  memory_info get_memory_info() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {capacity_ - used_, capacity_};
-  }
+  memory_info get_memory_info() override { return arena_.info(); }
   void synchronize() override {
     std::vector<stream_impl*> all;
     {
@@ -147,16 +104,16 @@ class host_backend final : public device_backend {
   }
 
   // --- device memory ---
-  void* allocate(std::size_t bytes) override { return arena_allocate(bytes, "allocate"); }
-  void deallocate(void* ptr) override { arena_free(ptr, "deallocate"); }
+  void* allocate(std::size_t bytes) override { return arena_.allocate(bytes, "allocate"); }
+  void deallocate(void* ptr) override { arena_.free(ptr, "deallocate"); }
   void* allocate_async(std::size_t bytes, stream_handle) override {
-    return arena_allocate(bytes, "allocate_async");
+    return arena_.allocate(bytes, "allocate_async");
   }
   void deallocate_async(void* ptr, stream_handle stream) override {
     if (ptr == nullptr) return;
-    check_live(ptr, "deallocate_async");
+    arena_.check_live(ptr, "deallocate_async");
     // Stream-ordered: the memory returns to the device when the stream reaches the free.
-    resolve(stream).enqueue([this, ptr] { arena_free(ptr, "deallocate_async"); });
+    resolve(stream).enqueue([this, ptr] { arena_.free(ptr, "deallocate_async"); });
   }
   std::size_t set_async_release_threshold(std::size_t bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -165,9 +122,9 @@ class host_backend final : public device_backend {
   void trim_async_pool(std::size_t) override {}
 
   void* allocate_managed(std::size_t bytes, bool) override {
-    return arena_allocate(bytes, "allocate_managed");
+    return arena_.allocate(bytes, "allocate_managed");
   }
-  void deallocate_managed(void* ptr) override { arena_free(ptr, "deallocate_managed"); }
+  void deallocate_managed(void* ptr) override { arena_.free(ptr, "deallocate_managed"); }
 
   // --- pinned / mapped host memory ---
   void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
@@ -338,15 +295,7 @@ class host_backend final : public device_backend {
 
   // --- addresses and IPC ---
   address_range get_address_range(void const* ptr) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto const offset = arena_offset(ptr);
-    if (offset) {
-      auto it = live_.upper_bound(*offset);
-      if (it != live_.begin()) {
-        --it;
-        if (*offset < it->first + it->second) return {base_ + it->first, it->second};
-      }
-    }
+    if (auto range = arena_.find(ptr)) return *range;
     fail(invalid_value, "cudaErrorInvalidValue", "get_address_range",
          pointer_text(ptr) + " is not inside a device allocation");
   }
@@ -355,9 +304,8 @@ class host_backend final : public device_backend {
     if (range.base != allocation_base)
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is not the base of an allocation");
-    ipc_payload payload{ipc_magic, static_cast<std::int32_t>(::getpid()), fd_,
-                        static_cast<std::uint64_t>(static_cast<std::uint8_t*>(range.base) - base_),
-                        range.size};
+    ipc_payload payload{ipc_magic, static_cast<std::int32_t>(::getpid()), arena_.fd(),
+                        arena_.offset_of(range.base), range.size};
     ipc_memory_handle handle{};
     std::memcpy(handle.data(), &payload, sizeof payload);
     return handle;
@@ -428,12 +376,6 @@ class host_backend final : public device_backend {
     return it->second;
   }
 
-  std::optional<std::size_t> arena_offset(void const* ptr) const {
-    auto const* p = static_cast<std::uint8_t const*>(ptr);
-    if (p < base_ || p >= base_ + capacity_) return std::nullopt;
-    return static_cast<std::size_t>(p - base_);
-  }
-
   // Caller holds mutex_.
   host_range const* find_host_range(void const* ptr) const {
     auto const* p = static_cast<std::uint8_t const*>(ptr);
@@ -447,80 +389,8 @@ class host_backend final : public device_backend {
     return nullptr;
   }
 
-  void* arena_allocate(std::size_t bytes, char const* call) {
-    if (bytes == 0) return nullptr;
-    std::size_t const a = options_.alignment;
-    if (bytes > capacity_) oom(bytes, call);
-    std::size_t const rounded = (bytes + a - 1) / a * a;
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
-      if (it->second < rounded) continue;
-      std::size_t const offset = it->first;
-      std::size_t const remaining = it->second - rounded;
-      free_ranges_.erase(it);
-      if (remaining != 0) free_ranges_.emplace(offset + rounded, remaining);
-      live_.emplace(offset, rounded);
-      used_ += rounded;
-      peak_ = std::max(peak_, used_);
-      return base_ + offset;
-    }
-    std::size_t const current = used_, peak = peak_;
-    throw out_of_memory(bytes, "host backend device (" + format_bytes(capacity_) + ")", current,
-                        peak, std::string("call ") + call);
-  }
-
-  [[noreturn]] void oom(std::size_t bytes, char const* call) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    throw out_of_memory(bytes, "host backend device (" + format_bytes(capacity_) + ")", used_,
-                        peak_, std::string("call ") + call);
-  }
-
-  void check_live(void* ptr, char const* call) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto const offset = arena_offset(ptr);
-    if (!offset || live_.count(*offset) == 0)
-      fail(invalid_value, "cudaErrorInvalidValue", call,
-           pointer_text(ptr) + " is not the base of a live device allocation");
-  }
-
-  void arena_free(void* ptr, char const* call) {
-    if (ptr == nullptr) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto const offset = arena_offset(ptr);
-    auto live = offset ? live_.find(*offset) : live_.end();
-    if (live == live_.end())
-      fail(invalid_value, "cudaErrorInvalidValue", call,
-           pointer_text(ptr) + " is not the base of a live device allocation");
-    std::size_t start = live->first;
-    std::size_t size = live->second;
-    live_.erase(live);
-    used_ -= size;
-    auto next = free_ranges_.lower_bound(start);
-    if (next != free_ranges_.end() && start + size == next->first) {
-      size += next->second;
-      next = free_ranges_.erase(next);
-    }
-    if (next != free_ranges_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == start) {
-        start = prev->first;
-        size += prev->second;
-        free_ranges_.erase(prev);
-      }
-    }
-    free_ranges_.emplace(start, size);
-  }
-
-  host_backend_options options_;
-  std::size_t capacity_ = 0;
-  int fd_ = -1;
-  std::uint8_t* base_ = nullptr;
-
+  host_arena arena_;
   std::mutex mutex_;
-  std::map<std::size_t, std::size_t> free_ranges_;  // offset -> size
-  std::map<std::size_t, std::size_t> live_;         // offset -> rounded size
-  std::size_t used_ = 0;
-  std::size_t peak_ = 0;
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;

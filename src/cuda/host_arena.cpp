@@ -1,0 +1,124 @@
+#include "host_arena.hpp"
+
+#include "host_errors.hpp"
+
+#include <gpumem/core/units.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <string>
+
+namespace gpumem::detail::host {
+
+host_arena::host_arena(std::size_t capacity, std::size_t alignment) : alignment_(alignment) {
+  GPUMEM_EXPECTS(
+      alignment > 0 && (alignment & (alignment - 1)) == 0,
+      "host backend: alignment must be a power of two, got " + std::to_string(alignment));
+  std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  capacity_ = (capacity + page - 1) / page * page;
+  if (capacity_ == 0) capacity_ = page;
+  fd_ = ::memfd_create("gpumem-host-device", MFD_CLOEXEC);
+  if (fd_ < 0) fail(map_failed, "cudaErrorMapBufferObjectFailed", "memfd_create", strerror(errno));
+  if (::ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
+    ::close(fd_);
+    fail(map_failed, "cudaErrorMapBufferObjectFailed", "ftruncate", strerror(errno));
+  }
+  void* base =
+      ::mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+  if (base == MAP_FAILED) {
+    ::close(fd_);
+    fail(map_failed, "cudaErrorMapBufferObjectFailed", "mmap", strerror(errno));
+  }
+  base_ = static_cast<std::uint8_t*>(base);
+  free_ranges_.emplace(0, capacity_);
+}
+
+host_arena::~host_arena() {
+  ::munmap(base_, capacity_);
+  ::close(fd_);
+}
+
+std::optional<std::size_t> host_arena::offset(void const* ptr) const {
+  auto const* p = static_cast<std::uint8_t const*>(ptr);
+  if (p < base_ || p >= base_ + capacity_) return std::nullopt;
+  return static_cast<std::size_t>(p - base_);
+}
+
+void* host_arena::allocate(std::size_t bytes, char const* call) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes <= capacity_) {
+    std::size_t const rounded = (bytes + alignment_ - 1) / alignment_ * alignment_;
+    for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
+      if (it->second < rounded) continue;
+      std::size_t const start = it->first;
+      std::size_t const remaining = it->second - rounded;
+      free_ranges_.erase(it);
+      if (remaining != 0) free_ranges_.emplace(start + rounded, remaining);
+      live_.emplace(start, rounded);
+      used_ += rounded;
+      peak_ = std::max(peak_, used_);
+      return base_ + start;
+    }
+  }
+  throw out_of_memory(bytes, "host backend device (" + format_bytes(capacity_) + ")", used_, peak_,
+                      std::string("call ") + call);
+}
+
+void host_arena::check_live(void* ptr, char const* call) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto const at = offset(ptr);
+  if (!at || live_.count(*at) == 0)
+    fail(invalid_value, "cudaErrorInvalidValue", call,
+         pointer_text(ptr) + " is not the base of a live device allocation");
+}
+
+void host_arena::free(void* ptr, char const* call) {
+  if (ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto const at = offset(ptr);
+  auto live = at ? live_.find(*at) : live_.end();
+  if (live == live_.end())
+    fail(invalid_value, "cudaErrorInvalidValue", call,
+         pointer_text(ptr) + " is not the base of a live device allocation");
+  std::size_t start = live->first;
+  std::size_t size = live->second;
+  live_.erase(live);
+  used_ -= size;
+  auto next = free_ranges_.lower_bound(start);
+  if (next != free_ranges_.end() && start + size == next->first) {
+    size += next->second;
+    next = free_ranges_.erase(next);
+  }
+  if (next != free_ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == start) {
+      start = prev->first;
+      size += prev->second;
+      free_ranges_.erase(prev);
+    }
+  }
+  free_ranges_.emplace(start, size);
+}
+
+std::optional<address_range> host_arena::find(void const* ptr) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto const at = offset(ptr);
+  if (!at) return std::nullopt;
+  auto it = live_.upper_bound(*at);
+  if (it == live_.begin()) return std::nullopt;
+  --it;
+  if (*at >= it->first + it->second) return std::nullopt;
+  return address_range{base_ + it->first, it->second};
+}
+
+memory_info host_arena::info() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {capacity_ - used_, capacity_};
+}
+
+}  // namespace gpumem::detail::host

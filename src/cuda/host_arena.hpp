@@ -1,0 +1,59 @@
+// Internal to the host backend: the simulated device's memory.
+//
+// One arena of `capacity` bytes: a memfd mapped MAP_SHARED (pages are touched only when used), so
+// an IPC handle can name (pid, fd, offset) and another process maps the same pages through
+// /proc/<pid>/fd/<fd>. Allocation inside it is address-ordered first fit with coalescing — simple
+// and exact, since it only simulates a driver. Out of memory is gpumem::out_of_memory; a bad free
+// is cudaErrorInvalidValue, as CUDA reports it.
+//
+// Thread safety: every member may be called from any thread (one mutex).
+#pragma once
+
+#include <gpumem/cuda/device_backend.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace gpumem::detail::host {
+
+class host_arena {
+ public:
+  host_arena(std::size_t capacity, std::size_t alignment);
+  ~host_arena();
+  host_arena(host_arena const&) = delete;
+  host_arena& operator=(host_arena const&) = delete;
+
+  // `call` names the backend operation in messages. 0 bytes gives nullptr.
+  void* allocate(std::size_t bytes, char const* call);
+  void free(void* ptr, char const* call);  // ptr must be the base of a live allocation
+  void check_live(void* ptr, char const* call) const;
+
+  // The live allocation containing `ptr`, if any.
+  std::optional<address_range> find(void const* ptr) const;
+
+  memory_info info() const;
+  std::size_t capacity() const noexcept { return capacity_; }
+  int fd() const noexcept { return fd_; }
+  std::size_t offset_of(void const* ptr) const noexcept {
+    return static_cast<std::size_t>(static_cast<std::uint8_t const*>(ptr) - base_);
+  }
+
+ private:
+  std::optional<std::size_t> offset(void const* ptr) const;  // inside the arena?
+
+  std::size_t alignment_;
+  std::size_t capacity_ = 0;
+  int fd_ = -1;
+  std::uint8_t* base_ = nullptr;
+
+  mutable std::mutex mutex_;
+  std::map<std::size_t, std::size_t> free_ranges_;  // offset -> size
+  std::map<std::size_t, std::size_t> live_;         // offset -> rounded size
+  std::size_t used_ = 0;
+  std::size_t peak_ = 0;
+};
+
+}  // namespace gpumem::detail::host
