@@ -157,7 +157,19 @@ double measure(competitor const& c, case_spec const& spec, int threads) {
     auto mr = c.make();
     try {
       if (c.warm_up) run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
+      auto* pool = dynamic_cast<pool_resource*>(mr.get());
+      std::uint64_t const upstream_before = pool ? pool->statistics().upstream_allocations : 0;
       seconds = run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
+      if (pool) {
+        // Diagnostic (stderr): growth inside the timed run is what makes a warm pool slow.
+        pool_statistics const s = pool->statistics();
+        std::fprintf(stderr,
+                     "pool %s/%d threads: %llu upstream allocations in the timed run, %llu "
+                     "events recorded, held %zu B\n",
+                     spec.name, threads,
+                     static_cast<unsigned long long>(s.upstream_allocations - upstream_before),
+                     static_cast<unsigned long long>(s.events_recorded), s.held_bytes);
+      }
     } catch (out_of_memory const& e) {
       std::fprintf(stderr, "%s, %s, %d threads: %s\n", c.name.c_str(), spec.name, threads,
                    e.what());

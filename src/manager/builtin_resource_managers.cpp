@@ -3,6 +3,8 @@
 // "plugin in a few lines" that DESIGN.md promises, used by gpumem itself.
 #include "builtin_resource_managers.hpp"
 
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/ipc_handle.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/async_resource.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
@@ -28,6 +30,21 @@ std::unique_ptr<memory_manager> make_pool_memory_manager(context& owner) {
                                                    "pool");
 }
 
+namespace {
+// Memory of a stream-ordered pool cannot be exported with CUDA's legacy IPC (cudaIpcGetMemHandle
+// rejects it); say so in gpumem's terms instead of passing on the driver's "invalid argument".
+class async_memory_manager final : public resource_memory_manager {
+ public:
+  using resource_memory_manager::resource_memory_manager;
+  ipc_handle get_ipc_handle(memory_pointer const&) override {
+    throw not_supported(
+        "the async memory manager cannot export IPC handles: its memory comes from "
+        "cudaMallocAsync's stream-ordered pool, which CUDA's legacy IPC does not cover; use the "
+        "default or pool manager for memory shared between processes");
+  }
+};
+}  // namespace
+
 std::unique_ptr<memory_manager> make_async_memory_manager(context& owner) {
   async_resource_options options;
   // Keep freed memory in the driver's pool across synchronisations: with the default threshold of
@@ -35,8 +52,8 @@ std::unique_ptr<memory_manager> make_async_memory_manager(context& owner) {
   options.release_threshold = ~std::size_t{0};
   std::shared_ptr<memory_resource> resource =
       wrap_for_debug_if_enabled(std::make_unique<async_resource>(options));
-  return std::make_unique<resource_memory_manager>(owner, std::move(resource),
-                                                   resource_memory_manager::hooks{}, "async");
+  return std::make_unique<async_memory_manager>(owner, std::move(resource),
+                                                resource_memory_manager::hooks{}, "async");
 }
 
 }  // namespace gpumem::detail
