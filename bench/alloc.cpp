@@ -158,17 +158,20 @@ double measure(competitor const& c, case_spec const& spec, int threads) {
     try {
       if (c.warm_up) run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
       auto* pool = dynamic_cast<pool_resource*>(mr.get());
-      std::uint64_t const upstream_before = pool ? pool->statistics().upstream_allocations : 0;
+      pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
       seconds = run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
       if (pool) {
         // Diagnostic (stderr): growth inside the timed run is what makes a warm pool slow.
         pool_statistics const s = pool->statistics();
-        std::fprintf(stderr,
-                     "pool %s/%d threads: %llu upstream allocations in the timed run, %llu "
-                     "events recorded, held %zu B\n",
-                     spec.name, threads,
-                     static_cast<unsigned long long>(s.upstream_allocations - upstream_before),
-                     static_cast<unsigned long long>(s.events_recorded), s.held_bytes);
+        std::fprintf(
+            stderr,
+            "pool %s/%d threads: %llu upstream allocations in the timed run, %llu "
+            "events recorded, held %zu B, %.3f lock acquisitions per pair\n",
+            spec.name, threads,
+            static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
+            static_cast<unsigned long long>(s.events_recorded), s.held_bytes,
+            static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
+                static_cast<double>(pairs * static_cast<std::size_t>(threads)));
       }
     } catch (out_of_memory const& e) {
       std::fprintf(stderr, "%s, %s, %d threads: %s\n", c.name.c_str(), spec.name, threads,

@@ -26,6 +26,7 @@ std::string hex(std::uintptr_t value) {
 
 void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++lock_acquisitions_;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
@@ -77,6 +78,7 @@ std::uintptr_t pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
 
 void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++lock_acquisitions_;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
@@ -124,6 +126,7 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
   void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
     p = obtain_locked(size, stream_locked(stream));
     large_live_ += size;
     large_requested_ += requested;
@@ -136,6 +139,7 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
 void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t requested,
                                   stream_handle stream) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++lock_acquisitions_;
   pool_stream* s = nullptr;
   try {
     s = &stream_locked(stream);
@@ -271,6 +275,7 @@ pool_statistics pool_state::statistics() const {
   st.upstream_allocations = upstream_allocations_;
   st.upstream_deallocations = upstream_deallocations_;
   st.invalid_deallocations = invalid_deallocations_.load();
+  st.lock_acquisitions = lock_acquisitions_;
   return st;
 }
 

@@ -24,6 +24,9 @@ std::string hex(std::uintptr_t value) {
 }
 
 constexpr std::size_t growth_rounding = 2 * MiB;
+// After this many misses that had to merge every cache and list back (and then found a fit), the
+// next such miss grows the pool instead: see obtain_locked.
+constexpr std::uint64_t pool_thrash_misses = 8;
 
 std::size_t round_up_to(std::size_t value, std::size_t step) {
   return (value + step - 1) / step * step;
@@ -141,8 +144,10 @@ event_handle pool_state::take_event_locked() {
   return backend_.create_event(false);
 }
 
+// Covers the stream's extents handed back so far. Its class lists stay private to it (blocks
+// drained from them later take the then-current epoch, so a fence never covers a block that was
+// still listed when it was recorded): fencing is one event record, never a walk over the lists.
 void pool_state::fence_locked(pool_stream& s) {
-  drain_class_lists_locked(s);
   if (s.unfenced_bytes == 0 || !fenceable(s)) return;
   event_handle event = take_event_locked();
   try {
@@ -176,23 +181,24 @@ void pool_state::settle_locked(pool_stream& s) {
   fence_locked(s);
 }
 
+bool pool_state::poll_stream_locked(pool_stream& s) {
+  std::uint64_t completed = s.completed;
+  while (!s.fences.empty() && backend_.query_event(s.fences.front().event)) {
+    completed = s.fences.front().epoch;
+    spare_events_.push_back(s.fences.front().event);
+    s.fences.pop_front();
+    ++events_completed_;
+  }
+  if (completed == s.completed) return false;
+  std::size_t const before = free_bytes_;
+  release_owner_locked(s, completed);
+  return free_bytes_ != before;
+}
+
 bool pool_state::poll_locked() {
   bool released = false;
-  for (auto& entry : streams_) {
-    pool_stream& s = *entry.second;
-    std::uint64_t completed = s.completed;
-    while (!s.fences.empty() && backend_.query_event(s.fences.front().event)) {
-      completed = s.fences.front().epoch;
-      spare_events_.push_back(s.fences.front().event);
-      s.fences.pop_front();
-      ++events_completed_;
-    }
-    if (completed != s.completed) {
-      std::size_t const before = free_bytes_;
-      release_owner_locked(s, completed);
-      released |= free_bytes_ != before;
-    }
-  }
+  for (auto& entry : streams_)
+    if (!entry.second->fences.empty()) released |= poll_stream_locked(*entry.second);
   return released;
 }
 
@@ -218,7 +224,8 @@ void pool_state::drain_class_lists_locked(pool_stream& s) {
     std::size_t const size = pool_class_size(c);
     while (!list.empty()) {
       auto const addr = reinterpret_cast<std::uintptr_t>(list.back());
-      insert_extent_locked(addr, size, &s, s.epoch, chunk_of_locked(addr));
+      if (insert_extent_locked(addr, size, &s, s.epoch, chunk_of_locked(addr)))
+        s.unfenced_bytes += size;  // not covered by any fence recorded while it was listed
       list.pop_back();
       s.class_list_bytes -= size;
     }
@@ -319,9 +326,15 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
 // and a trim before giving up.
 void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
   if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  // The calling stream's own class lists first: merging them touches no other thread's cache and
+  // asks the device nothing. Then the completed fences of every stream (an event query each), then
+  // every stream's lists, then fences on the other streams.
+  if (s.class_list_bytes > 0) {
+    drain_class_lists_locked(s);
+    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  }
   if (poll_locked())
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  // Blocks parked in the calling thread's caches and in class lists may merge into a fit.
   for (auto& entry : streams_)
     drain_class_lists_locked(*entry.second);
   if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
@@ -329,6 +342,14 @@ void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
     if (entry.second.get() != &s) settle_locked(*entry.second);
   if (poll_locked() || free_bytes_ > 0)
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  // A pool that keeps missing here is too tight for the workload: merging everything back and
+  // carving it up again on every miss costs far more than one more chunk.
+  if (misses_since_growth_ >= pool_thrash_misses) {
+    if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
+    if (grow_locked(size))
+      if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  }
+  ++misses_since_growth_;
   // Before growing: blocks parked in the calling thread's caches may merge into a fit, and so may
   // the calling stream's own extents once its queued work is done.
   flush_calling_thread_locked();
@@ -376,10 +397,12 @@ void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) n
 
 void pool_state::after_give_back_locked(pool_stream& s) noexcept {
   // With a single stream nobody waits for a fence; with several, one event per fence_bytes freed.
+  // Only this stream's fences are polled here: walking every stream on each batch is what made
+  // threads on separate streams serialise; the slow path polls them all when someone runs short.
   if (streams_.size() < 2 || s.unfenced_bytes < options_.fence_bytes || !fenceable(s)) return;
   try {
     fence_locked(s);
-    poll_locked();
+    poll_stream_locked(s);
   } catch (std::exception const& e) {
     log(log_level::warn, name() + ": fence failed: " + e.what());
   }
@@ -409,6 +432,7 @@ bool pool_state::grow_locked(std::size_t size) {
     insert_extent_locked(base, attempt, nullptr, 0, &chunk);
     held_ += attempt;
     peak_held_ = std::max(peak_held_, held_);
+    misses_since_growth_ = 0;
     ++upstream_allocations_;
     return true;
   }

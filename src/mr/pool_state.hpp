@@ -85,14 +85,16 @@ inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
                 std::memory_order_relaxed);
 }
 
-// One thread's free blocks of one pool for one stream.
-struct pool_thread_cache {
+// One thread's free blocks of one pool for one stream. Aligned to a cache line, with the counters
+// (written on every call) on a line of their own: caches of different threads are allocated next
+// to each other, and sharing a line would make every call of one thread miss in the other's cache.
+struct alignas(64) pool_thread_cache {
   std::atomic<pool_state*> pool{nullptr};  // null once the pool is destroyed
   pool_stream* stream = nullptr;
   std::uint64_t seen_flush = 0;
   std::unique_ptr<pool_bin[]> bins;
   unsigned num_classes = 0;
-  pool_cache_counters counters;
+  alignas(64) pool_cache_counters counters;
 };
 
 std::mutex& pool_registry_mutex() noexcept;
@@ -163,6 +165,7 @@ class pool_state {
   void fence_locked(pool_stream& s);
   void settle_locked(pool_stream& s);
   bool poll_locked();
+  bool poll_stream_locked(pool_stream& s);
   void release_owner_locked(pool_stream& s, std::uint64_t upto);
   bool grow_locked(std::size_t size);
   // Gives back every chunk that is one extent free for all streams or owned by `stream`.
@@ -180,7 +183,10 @@ class pool_state {
   bool has_per_thread_handle_ = false;
   std::atomic<std::uint64_t> flush_request_{0};
 
-  mutable std::mutex mutex_;
+  // On its own cache line: every allocate/deallocate of every thread reads the fields above (id,
+  // options, flush_request_), and a lock word on the same line would turn each refill or overflow
+  // into a cache miss for all the other threads.
+  alignas(64) mutable std::mutex mutex_;
   std::map<std::uintptr_t, pool_chunk> chunks_;
   extent_map extents_;
   pool_size_index free_by_size_;
@@ -189,6 +195,7 @@ class pool_state {
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
   std::size_t last_split_size_ = 0;
+  std::uint64_t misses_since_growth_ = 0;  // slow-path misses that merged everything back
   std::size_t held_ = 0;
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
@@ -205,6 +212,7 @@ class pool_state {
   std::uint64_t synchronizations_ = 0;
   std::uint64_t upstream_allocations_ = 0;
   std::uint64_t upstream_deallocations_ = 0;
+  std::uint64_t lock_acquisitions_ = 0;
 
   struct tracked_block {
     std::size_t size;

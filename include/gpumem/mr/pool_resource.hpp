@@ -73,6 +73,9 @@ struct pool_statistics {
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
   std::uint64_t invalid_deallocations = 0;  // caught by track_blocks
+  // Allocations and deallocations that took the pool's shared mutex (thread-cache refills and
+  // overflows, large blocks, flushes): per allocate+free pair, this is what limits scaling.
+  std::uint64_t lock_acquisitions = 0;
 };
 
 // A pool over any upstream memory_resource.
@@ -87,13 +90,14 @@ struct pool_statistics {
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
 // stream's current epoch; a fence records ONE event on the stream, covering every extent handed
-// back before it. When that event has completed (queried, without waiting), the stream's
-// extents up to that epoch become free for all streams and merge with their neighbours. Extents
-// are merged only with extents of the same owner (a merged extent takes the later epoch), so a
-// block pending on one stream never leaks to another through coalescing. Fences happen when a
-// stream's waiting bytes pass `fence_bytes`, or when another stream runs short; a stream
-// synchronisation happens only as the last resort before out-of-memory. statistics() counts
-// events so that tests prove there is no event per free.
+// back before it (blocks parked in a stream's class lists are left there: they join the stream's
+// extents, under a later fence, only when some stream runs short). When that event has completed
+// (queried, without waiting), the stream's extents up to that epoch become free for all streams and
+// merge with their neighbours. Extents are merged only with extents of the same owner (a merged
+// extent takes the later epoch), so a block pending on one stream never leaks to another through
+// coalescing. Fences happen when a stream's waiting bytes pass `fence_bytes`, or when another
+// stream runs short; a stream synchronisation happens only as the last resort before out-of-memory.
+// statistics() counts events so that tests prove there is no event per free.
 //
 // On CUDA's per-thread default stream (one handle naming a different stream in each thread) the
 // owner is the (handle, thread) pair, and only the owning thread fences it.
@@ -109,7 +113,10 @@ struct pool_statistics {
 //
 // Growth: before a new chunk is taken, the calling thread's caches and every class list are merged
 // back, the calling stream's extents become free if it is idle, and (trim_before_growth) every
-// completely free chunk goes back to the upstream.
+// completely free chunk goes back to the upstream. A pool too tight for its workload would do that
+// merge on almost every miss (and then carve the merged memory up again, under the mutex): after 8
+// such misses since the last growth, the next one grows the pool instead (still within
+// maximum_size, still trimming first).
 //
 // Out of memory: after the calling thread's caches are flushed, every completed fence is applied,
 // fences are recorded and waited for, and empty chunks are given back and growth retried, the pool
