@@ -233,13 +233,7 @@ void pool_state::release_stream(stream_handle stream) {
   drain_class_lists_locked(s);
   backend_.synchronize_stream(stream);
   ++synchronizations_;
-  for (auto& fence : s.fences)
-    spare_events_.push_back(fence.event);
-  events_completed_ += s.fences.size();
-  s.fences.clear();
-  s.unfenced_bytes = 0;
-  release_owner_locked(s, std::numeric_limits<std::uint64_t>::max());
-  ++s.epoch;
+  complete_all_fences_locked(s);
 }
 
 pool_statistics pool_state::statistics() const {

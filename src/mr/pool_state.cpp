@@ -162,6 +162,16 @@ void pool_state::fence_locked(pool_stream& s) {
   ++events_recorded_;
 }
 
+void pool_state::complete_all_fences_locked(pool_stream& s) {
+  for (auto& fence : s.fences)
+    spare_events_.push_back(fence.event);
+  events_completed_ += s.fences.size();
+  s.fences.clear();
+  s.unfenced_bytes = 0;
+  release_owner_locked(s, std::numeric_limits<std::uint64_t>::max());
+  ++s.epoch;
+}
+
 void pool_state::settle_locked(pool_stream& s) {
   drain_class_lists_locked(s);
   if (s.owned_bytes == 0 && s.fences.empty()) return;
@@ -169,13 +179,7 @@ void pool_state::settle_locked(pool_stream& s) {
   // An idle stream has finished everything queued before every free handed back so far: no
   // event is needed for them.
   if (backend_.query_stream(s.handle)) {
-    for (auto& fence : s.fences)
-      spare_events_.push_back(fence.event);
-    events_completed_ += s.fences.size();
-    s.fences.clear();
-    s.unfenced_bytes = 0;
-    release_owner_locked(s, std::numeric_limits<std::uint64_t>::max());
-    ++s.epoch;
+    complete_all_fences_locked(s);
     return;
   }
   fence_locked(s);

@@ -164,6 +164,9 @@ class pool_state {
   void drain_class_lists_locked(pool_stream& s);
   void fence_locked(pool_stream& s);
   void settle_locked(pool_stream& s);
+  // `s` has finished all its work (it is idle or was synchronised): every fence has completed and
+  // everything freed on it so far may go to any stream.
+  void complete_all_fences_locked(pool_stream& s);
   bool poll_locked();
   bool poll_stream_locked(pool_stream& s);
   void release_owner_locked(pool_stream& s, std::uint64_t upto);
