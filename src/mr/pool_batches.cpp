@@ -41,19 +41,18 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   s.class_list_bytes -= got * size;
   if (got == 0) {
     // One carve for the whole batch when an extent is large enough.
+    split_block split{0, 0};
     if (std::uintptr_t base = want > 1 ? best_fit_locked(want * size, s) : 0) {
-      for (std::uint32_t i = 0; i < want; ++i)
-        bin.slots[bin.count++] = reinterpret_cast<void*>(base + (want - 1 - i) * size);
+      bin.push_run(base, want, size);
       got = want;
-    } else if (std::uintptr_t block = split_larger_locked(cls, s)) {
+    } else if ((split = split_larger_locked(cls, s)).base != 0) {
       // A block of a larger class of this stream, cut into blocks of this class; the rest goes
       // back to the stream's extents. Cheaper than draining every list to find a fit.
-      std::size_t const whole = last_split_size_;
-      std::uint32_t const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, whole / size));
-      for (std::uint32_t i = 0; i < n; ++i)
-        bin.slots[bin.count++] = reinterpret_cast<void*>(block + (n - 1 - i) * size);
-      if (whole > n * size)
-        give_back_locked(reinterpret_cast<void*>(block + n * size), whole - n * size, s);
+      std::uint32_t const n =
+          static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
+      bin.push_run(split.base, n, size);
+      if (split.size > n * size)
+        give_back_locked(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
       got = n;
     } else {
       bin.slots[bin.count++] = obtain_locked(size, s);
@@ -63,17 +62,16 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   pool_bump(cache.counters.cached_bytes, got * size);
 }
 
-std::uintptr_t pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
+pool_state::split_block pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
   for (unsigned c = cls + 1; c < num_classes_; ++c) {
     auto& list = s.class_lists[c];
     if (list.empty()) continue;
-    auto const block = reinterpret_cast<std::uintptr_t>(list.back());
+    split_block const block{reinterpret_cast<std::uintptr_t>(list.back()), pool_class_size(c)};
     list.pop_back();
-    last_split_size_ = pool_class_size(c);
-    s.class_list_bytes -= last_split_size_;
+    s.class_list_bytes -= block.size;
     return block;
   }
-  return 0;
+  return {0, 0};
 }
 
 void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {

@@ -67,6 +67,13 @@ struct pool_bin {
   std::uint32_t count = 0;
   std::uint32_t cap = 0;
   void* slots[pool_bin_slots];
+
+  // Pushes the `n` consecutive blocks of `size` bytes starting at `base`, lowest address last
+  // (so the next pop hands out the lowest).
+  void push_run(std::uintptr_t base, std::uint32_t n, std::size_t size) noexcept {
+    for (std::uint32_t i = 0; i < n; ++i)
+      slots[count++] = reinterpret_cast<void*>(base + (n - 1 - i) * size);
+  }
 };
 
 // Counters written only by the owning thread (relaxed load + store, no read-modify-write) and
@@ -158,7 +165,12 @@ class pool_state {
   void erase_extent_locked(extent_map::iterator it);
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
   void* obtain_locked(std::size_t size, pool_stream& s);
-  std::uintptr_t split_larger_locked(unsigned cls, pool_stream& s);
+  // A block of a larger class taken from `s`'s class lists: its address and size (0, 0 if none).
+  struct split_block {
+    std::uintptr_t base;
+    std::size_t size;
+  };
+  split_block split_larger_locked(unsigned cls, pool_stream& s);
   void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
   void after_give_back_locked(pool_stream& s) noexcept;
   void drain_class_lists_locked(pool_stream& s);
@@ -197,7 +209,6 @@ class pool_state {
   std::map<std::pair<stream_handle, std::thread::id>, std::unique_ptr<pool_stream>> streams_;
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
-  std::size_t last_split_size_ = 0;
   std::uint64_t misses_since_growth_ = 0;  // slow-path misses that merged everything back
   std::size_t held_ = 0;
   std::size_t peak_held_ = 0;

@@ -28,19 +28,24 @@ inline bool on_cuda() {
       GTEST_SKIP() << "needs the cuda backend (this run uses the host backend)"; \
   } while (0)
 
-class device_buffer {
+// Memory of one kind from a backend, freed (and the failure reported) when the holder goes.
+// `Kind` supplies `static void* allocate(device_backend&, bytes, flags)`, `static void
+// release(device_backend&, void*)` and a `name` for messages.
+template <class Kind>
+class backend_buffer {
  public:
-  explicit device_buffer(std::size_t bytes, device_backend& b = backend())
-      : backend_(&b), bytes_(bytes), ptr_(b.allocate(bytes)) {}
-  ~device_buffer() {
+  explicit backend_buffer(std::size_t bytes, typename Kind::flags flags = {},
+                          device_backend& b = backend())
+      : backend_(&b), bytes_(bytes), ptr_(Kind::allocate(b, bytes, flags)) {}
+  ~backend_buffer() {
     try {
-      backend_->deallocate(ptr_);
+      Kind::release(*backend_, ptr_);
     } catch (std::exception const& e) {
-      ADD_FAILURE() << "deallocate failed: " << e.what();
+      ADD_FAILURE() << Kind::name << " failed: " << e.what();
     }
   }
-  device_buffer(device_buffer const&) = delete;
-  device_buffer& operator=(device_buffer const&) = delete;
+  backend_buffer(backend_buffer const&) = delete;
+  backend_buffer& operator=(backend_buffer const&) = delete;
   void* get() const { return ptr_; }
   template <class T>
   T* as() const {
@@ -54,29 +59,29 @@ class device_buffer {
   void* ptr_;
 };
 
-class pinned_buffer {
- public:
-  explicit pinned_buffer(std::size_t bytes, host_alloc_flags flags = {})
-      : bytes_(bytes), ptr_(backend().allocate_pinned(bytes, flags)) {}
-  ~pinned_buffer() {
-    try {
-      backend().deallocate_pinned(ptr_);
-    } catch (std::exception const& e) {
-      ADD_FAILURE() << "deallocate_pinned failed: " << e.what();
-    }
-  }
-  pinned_buffer(pinned_buffer const&) = delete;
-  pinned_buffer& operator=(pinned_buffer const&) = delete;
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  std::size_t size() const { return bytes_; }
+struct device_memory_kind {
+  struct flags {};
+  static constexpr char const* name = "deallocate";
+  static void* allocate(device_backend& b, std::size_t bytes, flags) { return b.allocate(bytes); }
+  static void release(device_backend& b, void* p) { b.deallocate(p); }
+};
 
- private:
-  std::size_t bytes_;
-  void* ptr_;
+struct pinned_memory_kind {
+  using flags = host_alloc_flags;
+  static constexpr char const* name = "deallocate_pinned";
+  static void* allocate(device_backend& b, std::size_t bytes, flags f) {
+    return b.allocate_pinned(bytes, f);
+  }
+  static void release(device_backend& b, void* p) { b.deallocate_pinned(p); }
+};
+
+using pinned_buffer = backend_buffer<pinned_memory_kind>;
+
+// Device memory; `device_buffer(bytes, backend)` takes memory from a private backend.
+class device_buffer : public backend_buffer<device_memory_kind> {
+ public:
+  explicit device_buffer(std::size_t bytes, device_backend& b = backend())
+      : backend_buffer(bytes, {}, b) {}
 };
 
 class scoped_stream {

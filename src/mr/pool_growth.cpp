@@ -1,0 +1,113 @@
+// pool_state: growth from the upstream, trim, and the out-of-memory report (see pool_state.hpp).
+#include "pool_state.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/core/units.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+namespace gpumem::detail {
+
+namespace {
+
+// Growth takes at least chunk_size, and otherwise the request rounded to this step.
+constexpr std::size_t growth_rounding = 2 * MiB;
+
+std::size_t round_up_to(std::size_t value, std::size_t step) {
+  return (value + step - 1) / step * step;
+}
+
+}  // namespace
+
+// --- growth and trim -----------------------------------------------------------------------------
+
+bool pool_state::grow_locked(std::size_t size) {
+  std::size_t const need = pool_round_up(size);
+  if (held_ > options_.maximum_size || options_.maximum_size - held_ < need) return false;
+  std::size_t const room = options_.maximum_size - held_;
+  std::size_t const fitted = std::min(round_up_to(need, growth_rounding), room);
+  std::size_t const preferred = std::min(std::max(options_.chunk_size, fitted), room);
+  for (std::size_t attempt : {preferred, fitted, need}) {
+    if (attempt < need) continue;
+    void* p = nullptr;
+    try {
+      p = upstream_.allocate(attempt, nullptr);
+    } catch (out_of_memory const&) {
+      continue;
+    }
+    if (p == nullptr) continue;
+    // The chunk is used from every stream: make sure a stream-ordered upstream has finished.
+    backend_.synchronize_stream(nullptr);
+    auto const base = reinterpret_cast<std::uintptr_t>(p);
+    pool_chunk& chunk = chunks_.emplace(base, pool_chunk{base, attempt, 0}).first->second;
+    insert_extent_locked(base, attempt, nullptr, 0, &chunk);
+    held_ += attempt;
+    peak_held_ = std::max(peak_held_, held_);
+    misses_since_growth_ = 0;
+    ++upstream_allocations_;
+    return true;
+  }
+  return false;
+}
+
+std::size_t pool_state::trim_locked(pool_stream* stream) {
+  std::size_t released = 0;
+  for (auto it = chunks_.begin(); it != chunks_.end();) {
+    pool_chunk& chunk = it->second;
+    auto e = extents_.find(chunk.base);
+    if (e == extents_.end() || e->second.size != chunk.size ||
+        (e->second.owner != nullptr && e->second.owner != stream)) {
+      ++it;
+      continue;
+    }
+    // A chunk owned by `stream` goes back in that stream's order: the upstream's contract makes it
+    // wait for (or order after) the work queued there before the frees.
+    stream_handle const order = e->second.owner != nullptr ? stream->handle : nullptr;
+    erase_extent_locked(e);
+    upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
+    held_ -= chunk.size;
+    released += chunk.size;
+    ++upstream_deallocations_;
+    it = chunks_.erase(it);
+  }
+  return released;
+}
+
+std::size_t pool_state::largest_free_locked() const noexcept {
+  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+}
+
+void pool_state::throw_out_of_memory_locked(std::size_t size) {
+  std::size_t const largest = largest_free_locked();
+  std::size_t owned = 0;
+  std::size_t listed = 0;
+  for (auto& entry : streams_) {
+    owned += entry.second->owned_bytes;
+    listed += entry.second->class_list_bytes;
+  }
+  std::size_t cached = 0;
+  for (auto& cache : caches_)
+    cached +=
+        static_cast<std::size_t>(std::max<std::int64_t>(0, cache->counters.cached_bytes.load()));
+  double const fragmentation =
+      free_bytes_ == 0 ? 0.0
+                       : 1.0 - static_cast<double>(largest) / static_cast<double>(free_bytes_);
+  std::ostringstream detail;
+  detail << "requested " << format_bytes(size) << "; held " << format_bytes(held_) << " in "
+         << chunks_.size() << " chunks (maximum ";
+  if (options_.maximum_size == std::numeric_limits<std::size_t>::max())
+    detail << "unlimited";
+  else
+    detail << format_bytes(options_.maximum_size);
+  detail << "); largest free block " << format_bytes(largest) << "; free "
+         << format_bytes(free_bytes_) << " in " << free_by_size_.size()
+         << " extents, fragmentation " << static_cast<int>(fragmentation * 100.0 + 0.5)
+         << "% (1 - largest/free); waiting on streams " << format_bytes(owned + listed)
+         << "; in thread caches " << format_bytes(cached);
+  throw out_of_memory(size, name(), held_, peak_held_, detail.str());
+}
+
+}  // namespace gpumem::detail
