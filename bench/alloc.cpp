@@ -165,10 +165,11 @@ double measure(competitor const& c, case_spec const& spec, int threads) {
         pool_statistics const s = pool->statistics();
         std::fprintf(
             stderr,
-            "pool %s/%d threads: %llu upstream allocations in the timed run, %llu "
-            "events recorded, held %zu B, %.3f lock acquisitions per pair\n",
+            "pool %s/%d threads: %llu upstream allocations and %llu reclaims in the timed run, "
+            "%llu events recorded, held %zu B, %.4f lock acquisitions per pair\n",
             spec.name, threads,
             static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
+            static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.events_recorded), s.held_bytes,
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
                 static_cast<double>(pairs * static_cast<std::size_t>(threads)));

@@ -25,82 +25,95 @@ std::string hex(std::uintptr_t value) {
 // --- front-end support ---------------------------------------------------------------------------
 
 void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
+  pool_bin& bin = cache.bins[cls];
+  pool_stream& s = *cache.stream;
+  std::size_t const size = pool_class_size(cls);
+  std::uint32_t const want = std::max<std::uint32_t>(1, bin.cap / 2);
+  std::uint32_t got = 0;
+  {
+    // Blocks this stream freed earlier: only its lists lock, never the pool's mutex.
+    std::lock_guard<std::mutex> lists(s.lists_mutex);
+    auto& list = s.class_lists[cls];
+    while (got < want && !list.empty()) {
+      bin.slots[bin.count++] = list.back();
+      list.pop_back();
+      ++got;
+    }
+    s.remove_listed(got * size);
+  }
+  if (got == 0) got = carve_batch(cache, cls, want);
+  pool_bump(cache.counters.cached_bytes, got * size);
+}
+
+std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++lock_acquisitions_;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
-  std::uint32_t const want = std::max<std::uint32_t>(1, bin.cap / 2);
-  auto& list = s.class_lists[cls];
-  std::uint32_t got = 0;
-  while (got < want && !list.empty()) {
-    bin.slots[bin.count++] = list.back();
-    list.pop_back();
-    ++got;
+  // One carve for the whole batch when an extent is large enough.
+  split_block split{0, 0};
+  if (std::uintptr_t base = want > 1 ? best_fit_locked(want * size, s) : 0) {
+    bin.push_run(base, want, size);
+    return want;
   }
-  s.class_list_bytes -= got * size;
-  if (got == 0) {
-    // One carve for the whole batch when an extent is large enough.
-    split_block split{0, 0};
-    if (std::uintptr_t base = want > 1 ? best_fit_locked(want * size, s) : 0) {
-      bin.push_run(base, want, size);
-      got = want;
-    } else if ((split = split_larger_locked(cls, s)).base != 0) {
-      // A block of a larger class of this stream, cut into blocks of this class; the rest goes
-      // back to the stream's extents. Cheaper than draining every list to find a fit.
-      std::uint32_t const n =
-          static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
-      bin.push_run(split.base, n, size);
-      if (split.size > n * size)
-        give_back_locked(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
-      got = n;
-    } else {
-      bin.slots[bin.count++] = obtain_locked(size, s);
-      got = 1;
-    }
+  if ((split = split_larger_locked(cls, s)).base != 0) {
+    // A block of a larger class of this stream, cut into blocks of this class; the rest goes
+    // back to the stream's extents. Cheaper than draining every list to find a fit.
+    std::uint32_t const n =
+        static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
+    bin.push_run(split.base, n, size);
+    if (split.size > n * size)
+      give_back_locked(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
+    return n;
   }
-  pool_bump(cache.counters.cached_bytes, got * size);
+  bin.slots[bin.count++] = obtain_locked(size, s);
+  return 1;
 }
 
 pool_state::split_block pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
+  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return {0, 0};
+  std::lock_guard<std::mutex> lists(s.lists_mutex);
   for (unsigned c = cls + 1; c < num_classes_; ++c) {
     auto& list = s.class_lists[c];
     if (list.empty()) continue;
     split_block const block{reinterpret_cast<std::uintptr_t>(list.back()), pool_class_size(c)};
     list.pop_back();
-    s.class_list_bytes -= block.size;
+    s.remove_listed(block.size);
     return block;
   }
   return {0, 0};
 }
 
 void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++lock_acquisitions_;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
   std::uint32_t const move = std::max<std::uint32_t>(1, bin.cap / 2);
-  auto& list = s.class_lists[cls];
-  std::uint32_t moved = 0;
+  // Parked on the stream's own lists (its lists lock only): no other stream may take them until
+  // they are drained into extents, so they need no fence now.
   try {
+    std::lock_guard<std::mutex> lists(s.lists_mutex);
+    auto& list = s.class_lists[cls];
     list.reserve(list.size() + move);
-    for (; moved < move; ++moved)
+    for (std::uint32_t i = 0; i < move; ++i)
       list.push_back(bin.slots[--bin.count]);
+    s.add_listed(move * size);
   } catch (...) {
-    // No memory for the list: hand the blocks to the extents one by one instead.
-    for (; moved < move; ++moved)
+    // No memory for the list: hand the blocks to the extents instead.
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
+    for (std::uint32_t i = 0; i < move; ++i)
       give_back_locked(bin.slots[--bin.count], size, s);
+    after_give_back_locked(s);
   }
-  s.class_list_bytes += moved * size;
-  s.unfenced_bytes += moved * size;
-  pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(moved * size));
-  after_give_back_locked(s);
+  pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
 }
 
 void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
   pool_stream& s = *cache.stream;
   std::int64_t moved_bytes = 0;
+  std::unique_lock<std::mutex> lists(s.lists_mutex);
   for (unsigned c = 0; c < cache.num_classes; ++c) {
     pool_bin& bin = cache.bins[c];
     std::size_t const size = pool_class_size(c);
@@ -108,10 +121,11 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
       void* p = bin.slots[bin.count - 1];
       try {
         s.class_lists[c].push_back(p);
-        s.class_list_bytes += size;
-        s.unfenced_bytes += size;
+        s.add_listed(size);
       } catch (...) {
+        lists.unlock();  // give_back_locked needs only mutex_, which the caller holds
         give_back_locked(p, size, s);
+        lists.lock();
       }
       --bin.count;
       moved_bytes += static_cast<std::int64_t>(size);
@@ -254,7 +268,7 @@ pool_statistics pool_state::statistics() const {
   }
   for (auto const& entry : streams_) {
     st.stream_bytes += entry.second->owned_bytes;
-    cached += static_cast<std::int64_t>(entry.second->class_list_bytes);
+    cached += static_cast<std::int64_t>(entry.second->class_list_bytes.load());
   }
   st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
   st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
@@ -268,6 +282,7 @@ pool_statistics pool_state::statistics() const {
   st.upstream_deallocations = upstream_deallocations_;
   st.invalid_deallocations = invalid_deallocations_.load();
   st.lock_acquisitions = lock_acquisitions_;
+  st.reclaims = reclaims_;
   return st;
 }
 

@@ -47,6 +47,7 @@ bool pool_state::grow_locked(std::size_t size) {
     held_ += attempt;
     peak_held_ = std::max(peak_held_, held_);
     misses_since_growth_ = 0;
+    reclaims_since_growth_ = 0;
     ++upstream_allocations_;
     return true;
   }
@@ -86,7 +87,7 @@ void pool_state::throw_out_of_memory_locked(std::size_t size) {
   std::size_t listed = 0;
   for (auto& entry : streams_) {
     owned += entry.second->owned_bytes;
-    listed += entry.second->class_list_bytes;
+    listed += entry.second->class_list_bytes.load();
   }
   std::size_t cached = 0;
   for (auto& cache : caches_)

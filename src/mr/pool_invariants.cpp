@@ -108,14 +108,15 @@ void pool_state::check_invariants() const {
       last = fence.epoch;
     }
     std::size_t listed = 0;
+    std::lock_guard<std::mutex> lists(s.lists_mutex);
     for (unsigned c = 0; c < num_classes_; ++c)
       for (void* p : s.class_lists[c]) {
         ranges.push_back(
             {reinterpret_cast<std::uintptr_t>(p), pool_class_size(c), range_kind::listed});
         listed += pool_class_size(c);
       }
-    if (listed != s.class_list_bytes)
-      fail(me, "a stream's class-list bytes " + std::to_string(s.class_list_bytes) +
+    if (listed != s.class_list_bytes.load())
+      fail(me, "a stream's class-list bytes " + std::to_string(s.class_list_bytes.load()) +
                    " != " + std::to_string(listed));
     listed_total += listed;
   }

@@ -74,7 +74,7 @@ pool_state::~pool_state() {
   bool pending = false;
   for (auto& entry : streams_)
     pending |= !entry.second->fences.empty() || entry.second->owned_bytes > 0 ||
-               entry.second->class_list_bytes > 0;
+               entry.second->class_list_bytes.load() > 0;
   try {
     // Memory freed on a stream may still be in use by work queued before the free.
     if (pending) backend_.synchronize();
@@ -217,7 +217,8 @@ void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
 }
 
 void pool_state::drain_class_lists_locked(pool_stream& s) {
-  if (s.class_list_bytes == 0) return;
+  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lists(s.lists_mutex);
   for (unsigned c = 0; c < num_classes_; ++c) {
     auto& list = s.class_lists[c];
     std::size_t const size = pool_class_size(c);
@@ -226,7 +227,7 @@ void pool_state::drain_class_lists_locked(pool_stream& s) {
       if (insert_extent_locked(addr, size, &s, s.epoch, chunk_of_locked(addr)))
         s.unfenced_bytes += size;  // not covered by any fence recorded while it was listed
       list.pop_back();
-      s.class_list_bytes -= size;
+      s.remove_listed(size);
     }
   }
 }
@@ -320,26 +321,34 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
   return addr;
 }
 
-// The slow path for one block: own and free extents, completed fences, the calling thread's
-// caches and every stream's class lists, fresh fences, growth, and last a device synchronisation
-// and a trim before giving up.
+// The slow path for one block, cheapest and least disruptive first:
+//   1. memory the calling stream may use at once: its extents and the free ones, its extents
+//      released if it is idle, its own class lists merged back, extents of any stream whose
+//      fences have completed;
+//   2. (a pool that keeps missing grows instead of merging again: pool_thrash_misses)
+//      the calling thread's caches and the calling stream's work, if it is idle;
+//   3. other streams' parked blocks (class lists and extents), when they are at least half of
+//      what the pool holds, at most once per growth: reclaiming walks every other stream's lists
+//      into extents under the mutex (every thread that needs it waits meanwhile) and leaves those
+//      streams to refill by carving. Done on every miss, it made threads on separate streams
+//      serialise; skipped while others park little, the pool grows instead and each stream keeps
+//      what it uses (what a per-stream pool holds), while a stream that only frees what another
+//      allocates (producer and consumer) is still drained long before the pool doubles;
+//   4. growth, after giving back chunks too small for the request;
+//   5. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
 void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
   if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  // The calling stream's own class lists first: merging them touches no other thread's cache and
-  // asks the device nothing. Then the completed fences of every stream (an event query each), then
-  // every stream's lists, then fences on the other streams.
-  if (s.class_list_bytes > 0) {
+  // An idle stream's extents are free for all: released, they merge with free neighbours. One
+  // stream query, and the class lists stay as they are.
+  if ((s.owned_bytes > 0 || !s.fences.empty()) && fenceable(s) && backend_.query_stream(s.handle)) {
+    complete_all_fences_locked(s);
+    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  }
+  if (s.class_list_bytes.load(std::memory_order_relaxed) > 0) {
     drain_class_lists_locked(s);
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   }
   if (poll_locked())
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  for (auto& entry : streams_)
-    drain_class_lists_locked(*entry.second);
-  if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  for (auto& entry : streams_)
-    if (entry.second.get() != &s) settle_locked(*entry.second);
-  if (poll_locked() || free_bytes_ > 0)
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   // A pool that keeps missing here is too tight for the workload: merging everything back and
   // carving it up again on every miss costs far more than one more chunk.
@@ -349,39 +358,55 @@ void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
       if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   }
   ++misses_since_growth_;
-  // Before growing: blocks parked in the calling thread's caches may merge into a fit, and so may
-  // the calling stream's own extents once its queued work is done.
   flush_calling_thread_locked();
-  for (auto& entry : streams_)
-    drain_class_lists_locked(*entry.second);
+  drain_class_lists_locked(s);
   settle_locked(s);
   poll_locked();
   if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  bool reclaimed = false;
+  if (reclaims_since_growth_ == 0 && parked_by_others_locked(s) >= held_ / 2) {
+    reclaimed = true;
+    if (auto a = reclaim_other_streams_locked(size, s)) return a;
+  }
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
   if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
   if (grow_locked(size))
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  if (!reclaimed)
+    if (auto a = reclaim_other_streams_locked(size, s)) return a;
   // Last resort: other threads flush at their next call; wait for every stream so that every
   // extent handed back so far is free for all.
   flush_request_.fetch_add(1, std::memory_order_relaxed);
   backend_.synchronize();
   ++synchronizations_;
-  for (auto& entry : streams_) {
-    pool_stream& t = *entry.second;
-    for (auto& fence : t.fences)
-      spare_events_.push_back(fence.event);
-    events_completed_ += t.fences.size();
-    t.fences.clear();
-    t.unfenced_bytes = 0;
-    release_owner_locked(t, std::numeric_limits<std::uint64_t>::max());
-    ++t.epoch;
-  }
+  for (auto& entry : streams_)
+    complete_all_fences_locked(*entry.second);
   if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   if (trim_locked() > 0 && grow_locked(size))
     if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
   throw_out_of_memory_locked(size);
+}
+
+std::size_t pool_state::parked_by_others_locked(pool_stream const& s) const noexcept {
+  std::size_t parked = 0;
+  for (auto const& entry : streams_)
+    if (entry.second.get() != &s)
+      parked += entry.second->owned_bytes + entry.second->class_list_bytes.load();
+  return parked;
+}
+
+void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s) {
+  ++reclaims_;
+  ++reclaims_since_growth_;
+  for (auto& entry : streams_)
+    if (entry.second.get() != &s) {
+      drain_class_lists_locked(*entry.second);
+      settle_locked(*entry.second);
+    }
+  poll_locked();
+  return reinterpret_cast<void*>(best_fit_locked(size, s));
 }
 
 void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {

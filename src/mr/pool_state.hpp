@@ -1,9 +1,14 @@
 // Internals of pool_resource (private to src/mr/pool_*.cpp).
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
-// end (chunks, free extents, per-stream ownership and fences, pool_state.cpp). Everything in the
-// back end is guarded by pool_state::mutex_; a pool_thread_cache is touched only by its thread,
-// except by the pool's destructor and by thread exit (both under the registry mutex).
+// end (chunks, free extents, per-stream ownership and fences, pool_state.cpp). Locks:
+//   * pool_state::mutex_ guards the back end (chunks, extents, fences, the stream table);
+//   * each pool_stream::lists_mutex guards that stream's class lists, so that a thread cache
+//     refilling from or overflowing to its stream's lists never takes the pool's mutex (with one
+//     thread per stream, that lock is never contended);
+//   * order: mutex_ before any lists_mutex; a lists_mutex is never held while taking mutex_.
+// A pool_thread_cache is touched only by its thread, except by the pool's destructor and by thread
+// exit (both under the registry mutex).
 #pragma once
 
 #include <gpumem/mr/detail/pool_size_classes.hpp>
@@ -38,9 +43,19 @@ struct pool_fence {
   std::uint64_t epoch = 0;  // extents with this epoch or lower are covered
 };
 
+// Adds to a counter that only one thread writes at a time (its owner, or the holder of the lock
+// that guards it): a relaxed load and store, no read-modify-write.
+template <class T, class D>
+inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
+  counter.store(counter.load(std::memory_order_relaxed) + static_cast<T>(delta),
+                std::memory_order_relaxed);
+}
+
 // A stream's share of the pool: blocks freed on it, reusable at once by it and by others only
-// after a fence (one event) recorded after their free has completed.
-struct pool_stream {
+// after a fence (one event) recorded after their free has completed. Aligned so that the lists
+// lock, taken by the stream's threads without the pool's mutex, shares no cache line with another
+// stream's.
+struct alignas(64) pool_stream {
   stream_handle handle = nullptr;
   std::thread::id thread;  // the owner of a per-thread default stream; empty otherwise
   bool per_thread = false;
@@ -49,9 +64,19 @@ struct pool_stream {
   std::deque<pool_fence> fences;
   pool_size_index by_size;         // the extents this stream owns
   std::size_t owned_bytes = 0;     // bytes of those extents
-  std::size_t unfenced_bytes = 0;  // handed back since the last fence (extents and class lists)
-  std::vector<std::vector<void*>> class_lists;  // whole blocks freed on this stream, per class
-  std::size_t class_list_bytes = 0;
+  std::size_t unfenced_bytes = 0;  // extents handed back since the last fence
+  // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no
+  // fence covers them: they join the extents, at the then-current epoch, when some stream runs
+  // short). Guarded by lists_mutex; class_list_bytes is also read without it, as a hint.
+  alignas(64) mutable std::mutex lists_mutex;
+  std::vector<std::vector<void*>> class_lists;
+  std::atomic<std::size_t> class_list_bytes{0};
+
+  void add_listed(std::size_t delta) noexcept { pool_bump(class_list_bytes, delta); }
+  void remove_listed(std::size_t delta) noexcept {
+    class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
+                           std::memory_order_relaxed);
+  }
 };
 
 struct pool_extent {
@@ -86,12 +111,6 @@ struct pool_cache_counters {
   std::atomic<std::uint64_t> deallocations{0};
 };
 
-template <class T, class D>
-inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
-  counter.store(counter.load(std::memory_order_relaxed) + static_cast<T>(delta),
-                std::memory_order_relaxed);
-}
-
 // One thread's free blocks of one pool for one stream. Aligned to a cache line, with the counters
 // (written on every call) on a line of their own: caches of different threads are allocated next
 // to each other, and sharing a line would make every call of one thread miss in the other's cache.
@@ -119,10 +138,17 @@ class pool_state {
 
   // --- back end (pool_state.cpp) ---
   void refill(pool_thread_cache& cache, unsigned cls);
+  // refill's slow half, under mutex_: carves up to `want` blocks of class `cls` for the cache's
+  // stream and returns how many it pushed.
+  std::uint32_t carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want);
   void overflow(pool_thread_cache& cache, unsigned cls) noexcept;
   void* allocate_large(std::size_t size, std::size_t requested, stream_handle stream);
   void deallocate_large(void* ptr, std::size_t size, std::size_t requested,
                         stream_handle stream) noexcept;
+  // A cached size without a thread cache (none could be made, or the thread is exiting).
+  void* allocate_uncached(std::size_t bytes, stream_handle stream);
+  void deallocate_uncached(void* ptr, std::size_t size, std::size_t bytes,
+                           stream_handle stream) noexcept;
   std::shared_ptr<pool_thread_cache> make_cache(stream_handle stream);
   // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
   void retire_cache(pool_thread_cache& cache) noexcept;
@@ -165,6 +191,11 @@ class pool_state {
   void erase_extent_locked(extent_map::iterator it);
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
   void* obtain_locked(std::size_t size, pool_stream& s);
+  // Drains every other stream's class lists and settles those streams (see obtain_locked); then
+  // the best fit for `size` (null if none).
+  void* reclaim_other_streams_locked(std::size_t size, pool_stream& s);
+  // Bytes in other streams' class lists and extents.
+  std::size_t parked_by_others_locked(pool_stream const& s) const noexcept;
   // A block of a larger class taken from `s`'s class lists: its address and size (0, 0 if none).
   struct split_block {
     std::uintptr_t base;
@@ -210,6 +241,8 @@ class pool_state {
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
   std::uint64_t misses_since_growth_ = 0;  // slow-path misses that merged everything back
+  std::uint64_t reclaims_since_growth_ = 0;
+  std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;

@@ -6,6 +6,10 @@
 // them, count them and validate). At thread exit the table hands every cache back to its pool if
 // the pool still exists; the registry mutex orders that against the pool's destructor, which
 // marks its caches dead. Pool ids are never reused, so a dead entry is never matched again.
+//
+// The last lookup is remembered in three trivially-typed thread_locals with the initial-exec TLS
+// model: reading them is one fs-relative load, where the table (a thread_local with a destructor,
+// in a shared library) costs a __tls_get_addr call and an initialisation check on every access.
 #include "pool_state.hpp"
 
 #include <gpumem/core/logging.hpp>
@@ -21,45 +25,61 @@ struct tls_entry {
 };
 
 struct tls_table {
-  std::uint64_t last_id = 0;
-  stream_handle last_stream = nullptr;
-  pool_thread_cache* last = nullptr;
   std::vector<tls_entry> entries;
 
-  ~tls_table() {
-    std::lock_guard<std::mutex> registry(pool_registry_mutex());
-    for (auto& entry : entries)
-      if (pool_state* pool = entry.cache->pool.load()) pool->retire_cache(*entry.cache);
-  }
+  ~tls_table();
 };
 
 thread_local tls_table tls;
 
+#if defined(__GNUC__)
+#define GPUMEM_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+#else
+#define GPUMEM_TLS_INITIAL_EXEC
+#endif
+
+// The last (pool, stream) looked up by this thread, and its cache. Pool ids start at 1.
+GPUMEM_TLS_INITIAL_EXEC thread_local std::uint64_t last_id = 0;
+GPUMEM_TLS_INITIAL_EXEC thread_local stream_handle last_stream = nullptr;
+GPUMEM_TLS_INITIAL_EXEC thread_local pool_thread_cache* last_cache = nullptr;
+// Set once the table has been destroyed at thread exit: destructors of other thread_locals that
+// run later and free pool memory then use the shared structures.
+GPUMEM_TLS_INITIAL_EXEC thread_local bool table_gone = false;
+
+tls_table::~tls_table() {
+  last_id = 0;
+  last_cache = nullptr;
+  table_gone = true;
+  std::lock_guard<std::mutex> registry(pool_registry_mutex());
+  for (auto& entry : entries)
+    if (pool_state* pool = entry.cache->pool.load()) pool->retire_cache(*entry.cache);
+}
+
+pool_thread_cache* remember(std::uint64_t id, stream_handle stream, pool_thread_cache* cache) {
+  last_id = id;
+  last_stream = stream;
+  last_cache = cache;
+  return cache;
+}
+
+// Null once the thread's table is gone (thread exit).
 pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream) {
+  if (table_gone) return nullptr;
   tls_table& t = tls;
-  for (auto& entry : t.entries) {
-    if (entry.pool_id == pool.id() && entry.stream == stream) {
-      t.last_id = entry.pool_id;
-      t.last_stream = stream;
-      t.last = entry.cache.get();
-      return t.last;
-    }
-  }
+  for (auto& entry : t.entries)
+    if (entry.pool_id == pool.id() && entry.stream == stream)
+      return remember(entry.pool_id, stream, entry.cache.get());
   // Forget caches of destroyed pools before adding one.
   t.entries.erase(
       std::remove_if(t.entries.begin(), t.entries.end(),
                      [](tls_entry const& e) { return e.cache->pool.load() == nullptr; }),
       t.entries.end());
   t.entries.push_back({pool.id(), stream, pool.make_cache(stream)});
-  t.last_id = pool.id();
-  t.last_stream = stream;
-  t.last = t.entries.back().cache.get();
-  return t.last;
+  return remember(pool.id(), stream, t.entries.back().cache.get());
 }
 
 inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
-  tls_table& t = tls;
-  if (t.last_id == pool.id() && t.last_stream == stream) return t.last;
+  if (last_id == pool.id() && last_stream == stream) return last_cache;
   return find_or_make(pool, stream);
 }
 
@@ -67,6 +87,7 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
 
 std::size_t pool_state::flush_calling_thread_locked() noexcept {
   std::size_t flushed = 0;
+  if (table_gone) return 0;
   for (auto& entry : tls.entries)
     if (entry.pool_id == id_) {
       flushed += static_cast<std::size_t>(entry.cache->counters.cached_bytes.load());
@@ -84,7 +105,9 @@ void pool_state::flush_calling_thread() {
 void* pool_state::allocate(std::size_t bytes, stream_handle stream) {
   if (bytes > options_.max_cached_size) return allocate_large(pool_round_up(bytes), bytes, stream);
   unsigned const cls = pool_size_class(bytes);
-  pool_thread_cache& cache = *cache_for(*this, stream);
+  pool_thread_cache* const found = cache_for(*this, stream);
+  if (found == nullptr) return allocate_uncached(bytes, stream);
+  pool_thread_cache& cache = *found;
   if (cache.seen_flush != flush_request_.load(std::memory_order_relaxed)) flush_calling_thread();
   pool_bin& bin = cache.bins[cls];
   if (bin.count == 0) refill(cache, cls);
@@ -119,16 +142,11 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
   try {
     cache = cache_for(*this, stream);
   } catch (std::exception const& e) {
-    // No memory for a cache: the block goes straight back to the shared structures.
     log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
-    deallocate_large(ptr, size, bytes, stream);
-    std::lock_guard<std::mutex> lock(mutex_);
-    large_live_ += size;  // deallocate_large counted it as a large block; it was not one
-    large_requested_ += bytes;
-    --large_deallocations_;
-    retired_live_ -= static_cast<std::int64_t>(size);
-    retired_requested_ -= static_cast<std::int64_t>(bytes);
-    ++retired_deallocations_;
+  }
+  if (cache == nullptr) {
+    // No cache (no memory for one, or the thread is exiting): straight to the shared structures.
+    deallocate_uncached(ptr, size, bytes, stream);
     return;
   }
   if (cache->seen_flush != flush_request_.load(std::memory_order_relaxed)) {
@@ -144,6 +162,33 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
   pool_bump(cache->counters.live_bytes, -static_cast<std::int64_t>(size));
   pool_bump(cache->counters.requested_bytes, -static_cast<std::int64_t>(bytes));
   pool_bump(cache->counters.deallocations, 1);
+}
+
+// A block of a cached size handed out or taken back without a thread cache goes through the large
+// path; its counts are moved to the retired counters, where the sums over all caches expect them.
+void* pool_state::allocate_uncached(std::size_t bytes, stream_handle stream) {
+  std::size_t const size = pool_class_size(pool_size_class(bytes));
+  void* p = allocate_large(size, bytes, stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  large_live_ -= size;
+  large_requested_ -= bytes;
+  --large_allocations_;
+  retired_live_ += static_cast<std::int64_t>(size);
+  retired_requested_ += static_cast<std::int64_t>(bytes);
+  ++retired_allocations_;
+  return p;
+}
+
+void pool_state::deallocate_uncached(void* ptr, std::size_t size, std::size_t bytes,
+                                     stream_handle stream) noexcept {
+  deallocate_large(ptr, size, bytes, stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  large_live_ += size;
+  large_requested_ += bytes;
+  --large_deallocations_;
+  retired_live_ -= static_cast<std::int64_t>(size);
+  retired_requested_ -= static_cast<std::int64_t>(bytes);
+  ++retired_deallocations_;
 }
 
 }  // namespace gpumem::detail

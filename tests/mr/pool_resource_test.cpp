@@ -1,15 +1,17 @@
 // Focused tests of pool_resource: size classes, same-stream reuse, cross-stream ordering, batched
-// fences (no event per free), growth, trim, out-of-memory, thread caches and bad frees.
+// fences (no event per free), reclaiming other streams' blocks, growth, trim, out-of-memory and bad
+// frees. Threads and thread caches: pool_threads_test.cpp.
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/detail/pool_size_classes.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
+#include "pool_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <future>
 #include <random>
 #include <set>
 #include <string>
@@ -20,35 +22,9 @@ namespace gpumem {
 namespace {
 
 using detail::pool_class_size;
+using test::pool_test;
+using stream_gate = test::closed_gate;
 using detail::pool_size_class;
-
-// Blocks a stream until open() (or destruction): work queued after it stays pending.
-class stream_gate {
- public:
-  explicit stream_gate(stream_handle stream) {
-    auto opened = opened_.get_future().share();
-    backend().enqueue_host_function(stream, [opened] { opened.wait(); });
-  }
-  ~stream_gate() { open(); }
-  void open() {
-    if (!is_open_) opened_.set_value();
-    is_open_ = true;
-  }
-
- private:
-  std::promise<void> opened_;
-  bool is_open_ = false;
-};
-
-struct pool_test : ::testing::Test {
-  cuda_resource upstream;
-  stream_handle a = backend().create_stream(true);
-  stream_handle b = backend().create_stream(true);
-  ~pool_test() override {
-    backend().destroy_stream(a);
-    backend().destroy_stream(b);
-  }
-};
 
 TEST(pool_size_classes, round_up_within_one_eighth_and_round_trip) {
   for (std::size_t bytes = 1; bytes <= 64 * MiB; bytes = bytes * 17 / 16 + 1) {
@@ -239,56 +215,6 @@ TEST_F(pool_test, out_of_memory_from_a_small_device_is_typed) {
   pool.check_invariants();
 }
 
-TEST_F(pool_test, thread_exit_returns_its_cache) {
-  pool_resource pool(upstream, {});
-  std::thread worker([&] {
-    std::vector<void*> blocks;
-    for (int i = 0; i < 50; ++i)
-      blocks.push_back(pool.allocate(4 * KiB, a));
-    for (void* p : blocks)
-      pool.deallocate(p, 4 * KiB, a);
-  });
-  worker.join();
-  pool.check_invariants();
-  EXPECT_EQ(pool.statistics().live_bytes, 0u);
-  EXPECT_EQ(pool.statistics().allocations, 50u);
-  backend().synchronize_stream(a);
-  pool.trim();
-  EXPECT_EQ(pool.statistics().held_bytes, 0u) << "blocks stayed in the dead thread's cache";
-}
-
-TEST_F(pool_test, threads_share_a_pool) {
-  pool_resource pool(upstream, {});
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      stream_handle s = t % 2 ? a : b;
-      std::mt19937_64 rng(100 + t);
-      std::vector<std::pair<void*, std::size_t>> live;
-      for (int i = 0; i < 5000; ++i) {
-        if (live.size() < 64 && (live.empty() || rng() % 2)) {
-          std::size_t const bytes = 256 + rng() % (64 * KiB);
-          live.emplace_back(pool.allocate(bytes, s), bytes);
-        } else {
-          auto [p, bytes] = live.back();
-          live.pop_back();
-          pool.deallocate(p, bytes, s);
-        }
-      }
-      for (auto [p, bytes] : live)
-        pool.deallocate(p, bytes, s);
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  pool.check_invariants();
-  EXPECT_EQ(pool.statistics().live_bytes, 0u);
-  pool.release_stream(a);
-  pool.release_stream(b);
-  pool.trim();
-  EXPECT_EQ(pool.statistics().held_bytes, 0u);
-}
-
 TEST_F(pool_test, tracking_catches_double_free_and_wrong_size) {
   pool_options options;
   options.track_blocks = true;
@@ -346,15 +272,7 @@ TEST_F(pool_test, growth_gives_back_chunks_too_small_for_the_request_first) {
   }
 }
 
-TEST_F(pool_test, same_size_churn_takes_the_shared_mutex_only_to_fill_the_cache) {
-  pool_resource pool(upstream);
-  for (int i = 0; i < 1000; ++i)
-    pool.deallocate(pool.allocate(100 * KiB, a), 100 * KiB, a);
-  EXPECT_LE(pool.statistics().lock_acquisitions, 2u);
-  pool.check_invariants();
-}
-
-TEST_F(pool_test, periodic_fences_leave_class_lists_private_to_their_stream) {
+TEST_F(pool_test, blocks_parked_in_class_lists_need_no_fence_and_stay_private) {
   pool_options options;
   options.fence_bytes = 1 * MiB;
   pool_resource pool(upstream, options);
@@ -366,9 +284,9 @@ TEST_F(pool_test, periodic_fences_leave_class_lists_private_to_their_stream) {
   for (void* p : blocks)
     pool.deallocate(p, 64 * KiB, a);
   pool_statistics const st = pool.statistics();
-  // Overflows hand 1 MiB batches to a's class lists, each past fence_bytes: fences are recorded,
-  // but they cover extents only; walking the lists into extents is left to whoever runs short.
-  EXPECT_GE(st.events_recorded, 1u);
+  // Overflows park 4 MiB on a's class lists, well past fence_bytes: no other stream may take them
+  // before they are drained into extents, so no event is recorded for them.
+  EXPECT_EQ(st.events_recorded, 0u);
   EXPECT_EQ(st.stream_bytes, 0u);
   EXPECT_EQ(st.cached_bytes, 64 * 64 * KiB + 64 * KiB);
   // Stream b runs short: it must not get a block whose free on `a` is still pending.
@@ -414,6 +332,27 @@ TEST_F(pool_test, a_pool_too_tight_for_its_sizes_grows_instead_of_merging_on_eve
   EXPECT_LT(locks, 20000u / 20) << locks << " lock acquisitions for 20000 pairs";
   for (auto [p, bytes] : live)
     pool.deallocate(p, bytes, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, blocks_parked_by_another_stream_are_reclaimed_before_out_of_memory) {
+  pool_options options;
+  options.chunk_size = 8 * MiB;
+  options.maximum_size = 8 * MiB;
+  pool_resource pool(upstream, options);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i)
+    blocks.push_back(pool.allocate(1 * MiB, b));
+  for (void* p : blocks)
+    pool.deallocate(p, 1 * MiB, b);  // parked in this thread's cache and b's class lists
+  backend().synchronize_stream(b);
+  // The pool is at its maximum: stream a gets the whole chunk only by taking b's parked blocks.
+  void* whole = pool.allocate(8 * MiB, a);
+  EXPECT_NE(whole, nullptr);
+  pool_statistics const st = pool.statistics();
+  EXPECT_GE(st.reclaims, 1u);
+  EXPECT_EQ(st.upstream_allocations, 1u);
+  pool.deallocate(whole, 8 * MiB, a);
   pool.check_invariants();
 }
 

@@ -76,6 +76,9 @@ struct pool_statistics {
   // Allocations and deallocations that took the pool's shared mutex (thread-cache refills and
   // overflows, large blocks, flushes): per allocate+free pair, this is what limits scaling.
   std::uint64_t lock_acquisitions = 0;
+  // Misses that took back the blocks other streams had parked (when those were at least half of
+  // what the pool held, at most once per growth; and always before out-of-memory).
+  std::uint64_t reclaims = 0;
 };
 
 // A pool over any upstream memory_resource.
