@@ -35,7 +35,9 @@ step() {  # step NAME LOGFILE command...
 
 {
   nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader || true
-  git rev-parse --verify -q HEAD 2>/dev/null || echo "unknown (not a git checkout)"
+  # The device tool copies the working tree, whose git metadata may be older than the tree: the
+  # caller names the commit it sent in GPUMEM_COMMIT when it can.
+  echo "${GPUMEM_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo "unknown (not a git checkout)")}"
 } >"$out/device.txt" 2>&1
 
 step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
