@@ -93,8 +93,9 @@ struct pool_statistics {
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
 // stream's current epoch; a fence records ONE event on the stream, covering every extent handed
-// back before it (blocks parked in a stream's class lists are left there: they join the stream's
-// extents, under a later fence, only when some stream runs short). When that event has completed
+// back before it. Blocks parked in a stream's class lists need no fence (no other stream may take
+// them there): they join the stream's extents, under a later fence, only when some stream runs
+// short. When that event has completed
 // (queried, without waiting), the stream's extents up to that epoch become free for all streams and
 // merge with their neighbours. Extents are merged only with extents of the same owner (a merged
 // extent takes the later epoch), so a block pending on one stream never leaks to another through
@@ -109,17 +110,25 @@ struct pool_statistics {
 // call release_stream(s) before destroying s.
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
-// their thread (thread_local, keyed by pool and stream); everything shared is under one mutex,
-// taken once per batch. A thread's stacks go back to the pool when the thread exits; trim() and
-// the out-of-memory path flush the calling thread's stacks at once and ask other threads to flush
-// theirs at their next call. check_invariants() and exact statistics() need a quiescent pool.
+// their thread (thread_local, keyed by pool and stream). Each stream's class lists have their own
+// lock: a stack refills from and overflows to its stream's lists without the pool's mutex, so
+// threads on separate streams do not meet there. Everything else shared (chunks, extents, fences)
+// is under one mutex, taken to carve new blocks, for large blocks and on the slow paths. A thread's
+// stacks go back to the pool when the thread exits (frees after that, from other thread_local
+// destructors, take the shared path); trim() and the out-of-memory path flush the calling thread's
+// stacks at once and ask other threads to flush theirs at their next call. check_invariants() and
+// exact statistics() need a quiescent pool.
 //
-// Growth: before a new chunk is taken, the calling thread's caches and every class list are merged
-// back, the calling stream's extents become free if it is idle, and (trim_before_growth) every
-// completely free chunk goes back to the upstream. A pool too tight for its workload would do that
-// merge on almost every miss (and then carve the merged memory up again, under the mutex): after 8
-// such misses since the last growth, the next one grows the pool instead (still within
-// maximum_size, still trimming first).
+// A miss (no fit for a block) tries, in order: the calling stream's extents and the free ones; its
+// extents released if it is idle; its own class lists merged back; completed fences of every
+// stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before growing
+// only when they are at least half of what the pool holds (at most once per growth): reclaiming
+// walks every other stream's lists under the mutex and leaves those streams to carve again, so
+// while others park little the pool grows instead and each stream keeps what it uses. Before
+// growing (trim_before_growth), every completely free chunk goes back to the upstream. A pool too
+// tight for its workload would merge its lists back on almost every miss (and then carve the merged
+// memory up again, under the mutex): after 8 such misses since the last growth, the next one grows
+// the pool instead (still within maximum_size, still trimming first).
 //
 // Out of memory: after the calling thread's caches are flushed, every completed fence is applied,
 // fences are recorded and waited for, and empty chunks are given back and growth retried, the pool
