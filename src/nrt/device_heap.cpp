@@ -136,7 +136,9 @@ void device_heap::build(heap_options const& options) {
   ref_.slab_info = reinterpret_cast<std::uint32_t*>(base + l.slab_info);
   ref_.slots = reinterpret_cast<unsigned long long*>(base + l.slots);
   backend().fill(base, 0, l.slabs);
-  backend().fill(ref_.slots, 0xFF, std::size_t{detail::slab_class_count} * shards * 8);
+  std::vector<unsigned long long> const empty_slots(std::size_t{detail::slab_class_count} * shards,
+                                                    detail::slot_empty);
+  backend().copy(ref_.slots, empty_slots.data(), empty_slots.size() * 8);
 }
 
 device_heap::~device_heap() = default;
@@ -198,9 +200,9 @@ void device_heap::trim() {
   backend().copy(bitmap.data(), ref_.bitmap, bitmap.size() * 8);
   std::size_t released = 0;
   for (std::size_t i = 0; i < slot_count; ++i) {
+    if (!detail::slot_holds_slab(slots[i])) continue;  // empty (installing cannot be seen at rest)
     auto const slab = static_cast<std::uint32_t>(slots[i] >> 32);
     auto const bump = static_cast<std::uint32_t>(slots[i]);
-    if (slab == detail::no_slab) continue;  // empty (installing cannot be seen at rest)
     auto const cls = static_cast<unsigned>(i / ref_.shard_count);
     std::uint32_t const cap = detail::class_capacity(ref_, cls);
     if (bump >= cap) continue;  // cannot be at rest; leave it to its retiring group

@@ -18,7 +18,9 @@
 // retires it: it acquires a fresh slab (or marks the slot empty when the heap is exhausted). Lanes
 // that find the slot exhausted wait for that store; a group that finds it empty marks it
 // "installing" (CAS) and acquires the slab, the others wait: one acquisition per slot at a time,
-// so a small heap never fails a request while slabs are merely in flight between groups.
+// so a small heap never fails a request while slabs are merely in flight between groups. The
+// fetch_add is not guarded by a CAS, so it may land after the slot went empty or installing: those
+// states are encoded to absorb it (see slot_word).
 //
 // Freeing. Each slab has `remaining` = capacity + 1 at acquisition: one per block, plus one for
 // being some slot's current slab (dropped at retirement). A free subtracts (warp-aggregated per
@@ -219,18 +221,36 @@ GPUMEM_HD inline void drop_slab_refs(heap_ref const& h, std::uint32_t s, std::ui
   if (atomic_fetch_sub(&h.remaining[s], k, mem_order::acq_rel) == k) release_slabs(h, s, 1);
 }
 
-// The slot word: slab index in the high half, bump in the low half; or one of two states with no
-// slab: empty (initially, after trim(), after a retirement that found the heap full) and
-// installing (one group is acquiring a slab for it; the others wait rather than each taking a
-// slab, which on a small heap would make some of them fail while slabs are merely in flight).
-GPUMEM_HD inline unsigned long long slot_word(std::uint32_t slab, std::uint32_t bump) {
+// The slot word: slab index in the high half, bump in the low half; or no_slab in the high half and
+// one of two states with no slab: empty (initially, after trim(), after a retirement that found the
+// heap full) and installing (one group is acquiring a slab for it; the others wait rather than each
+// taking a slab, which on a small heap would make some of them fail while slabs are merely in
+// flight).
+//
+// Late additions. A leader reads the word and then adds to it (one fetch_add, no CAS: the fast
+// path), so a leader delayed between the two adds to whatever the word holds by then. On a slab
+// word that is harmless: the old value it gets names the slab it reserved from, and a bump past the
+// capacity means "retry". A no-slab state must absorb such additions too, so each state is a range:
+// its low half starts at 2^31 (empty) or 2^31 + 2^30 (installing), and the additions that can pile
+// up on it (one per leader that read a slab word just before the slot lost it, at most 32 lanes
+// each: far fewer than 2^30) leave the slab half no_slab and the state what it was. A state is left
+// by rewriting the whole word (the CAS to installing, the store of a fresh slab or of empty), which
+// drops them. (Were empty ~0, one late addition of 1 would wrap it to {slab 0, bump 0} and hand out
+// slab 0's blocks a second time.)
+GPUMEM_HD constexpr unsigned long long slot_word(std::uint32_t slab, std::uint32_t bump) {
   return (static_cast<unsigned long long>(slab) << 32) | bump;
 }
-inline constexpr unsigned long long slot_empty = ~0ull;
-inline constexpr unsigned long long slot_installing = ~0ull - 1;
-// Leader results that are not reservations (their slab half is no_slab).
-inline constexpr unsigned long long reserve_retry = 0xFFFFFFFF00000000ull;
-inline constexpr unsigned long long reserve_failed = 0xFFFFFFFF00000001ull;
+inline constexpr unsigned long long slot_empty = slot_word(no_slab, 0x80000000u);
+inline constexpr unsigned long long slot_installing = slot_word(no_slab, 0xC0000000u);
+GPUMEM_HD constexpr bool slot_holds_slab(unsigned long long w) {
+  return static_cast<std::uint32_t>(w >> 32) != no_slab;
+}
+GPUMEM_HD constexpr bool slot_is_installing(unsigned long long w) {
+  return !slot_holds_slab(w) && (static_cast<std::uint32_t>(w) & 0x40000000u) != 0;
+}
+// Leader results that are not reservations: no_slab with a low half below both states'.
+inline constexpr unsigned long long reserve_retry = slot_word(no_slab, 0);
+inline constexpr unsigned long long reserve_failed = slot_word(no_slab, 1);
 
 // Installs a fresh slab into a slot this thread owns (installing, or exhausted by its group);
 // empty when the heap has none. Returns whether it found one.
@@ -247,14 +267,18 @@ GPUMEM_HD inline unsigned long long reserve_blocks(heap_ref const& h, unsigned l
                                                    std::uint32_t n) {
   std::uint32_t const cap = class_capacity(h, cls);
   unsigned long long w = atomic_load(slot, mem_order::acquire);
-  if (w == slot_installing) return reserve_retry;
-  if (w == slot_empty) {
+  if (!slot_holds_slab(w)) {
+    if (slot_is_installing(w)) return reserve_retry;
+    // Empty (perhaps with late additions): take the word over whole; a failed CAS means it moved.
     if (!atomic_compare_exchange(slot, w, slot_installing, mem_order::acq_rel))
       return reserve_retry;
     return install_slab(h, slot, cls, shard) ? reserve_retry : reserve_failed;
   }
   if (static_cast<std::uint32_t>(w) >= cap) return reserve_retry;  // being retired
-  return atomic_fetch_add(slot, static_cast<unsigned long long>(n), mem_order::acq_rel);
+  unsigned long long const r =
+      atomic_fetch_add(slot, static_cast<unsigned long long>(n), mem_order::acq_rel);
+  // A late addition (the slot lost its slab since the load) reserved nothing.
+  return slot_holds_slab(r) ? r : reserve_retry;
 }
 
 // Called once per slab, by the group whose reservation reached the capacity.
