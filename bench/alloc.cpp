@@ -9,7 +9,9 @@
 // Every allocator is warmed up by one untimed pass of the same trace (cudaMalloc has no cache).
 // cudaMalloc and the other slow ones run fewer pairs; the time is per pair either way.
 //
-//   bench_alloc [--quick] [--log PATH]        (GPUMEM_DEVICE=cuda|host; host is a smoke test)
+//   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH]
+//     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
+//     competitors and --only runs one trace (small, mixed, large or replay), for quick experiments.
 #include "support/bench_support.hpp"
 #include "support/torch_allocator.hpp"
 
@@ -123,15 +125,21 @@ trace make_trace(std::uint64_t seed, std::size_t min_bytes, std::size_t max_byte
 void run_trace(memory_resource& mr, trace const& t, stream_handle stream) {
   std::vector<std::pair<void*, std::size_t>> live;
   live.reserve(1024);
-  for (trace_op const& op : t.ops) {
-    if (op.size != 0) {
-      live.emplace_back(mr.allocate(op.size, stream), op.size);
-    } else {
-      auto const [p, bytes] = live[op.index];
-      live[op.index] = live.back();
-      live.pop_back();
-      mr.deallocate(p, bytes, stream);
+  try {
+    for (trace_op const& op : t.ops) {
+      if (op.size != 0) {
+        live.emplace_back(mr.allocate(op.size, stream), op.size);
+      } else {
+        auto const [p, bytes] = live[op.index];
+        live[op.index] = live.back();
+        live.pop_back();
+        mr.deallocate(p, bytes, stream);
+      }
     }
+  } catch (...) {
+    for (auto const& [p, bytes] : live)  // out of memory: give back what this thread holds
+      mr.deallocate(p, bytes, stream);
+    throw;
   }
 }
 
@@ -221,14 +229,27 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
 
 int run(int argc, char** argv) {
   bool quick = backend().kind() != backend_kind::cuda;
+  bool pool_only = false;
+  std::string only;  // one trace (small, mixed, large or replay); empty: all
   std::string log_path = std::string(GPUMEM_BENCH_DATA_DIR) + "/training_loop.csv";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0)
       quick = true;
+    else if (std::strcmp(argv[i], "--full") == 0)
+      quick = false;
+    else if (std::strcmp(argv[i], "--pool-only") == 0)
+      pool_only = true;
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
+      only = argv[++i];
     else if (std::strcmp(argv[i], "--log") == 0 && i + 1 < argc)
       log_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_alloc [--quick] [--log PATH]\n");
+      std::fprintf(stderr,
+                   "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
+                   "replay] [--log PATH]\n"
+                   "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
+                   "full run anywhere\n"
+                   "  --pool-only: gpumem's pool alone, no competitors\n");
       return 2;
     }
   }
@@ -258,6 +279,7 @@ int run(int argc, char** argv) {
   if (cuda && torch_available())
     competitors.push_back({"PyTorch", 0.1, true, [] { return std::make_unique<torch_resource>(); },
                            nullptr, [] { torch_empty_cache(); }});
+  if (pool_only) competitors.resize(1);
 
   std::size_t const scale = quick ? 20 : 1;
   std::vector<case_spec> cases = {
@@ -276,6 +298,7 @@ int run(int argc, char** argv) {
   std::map<std::string, double> single;  // gpumem ns/pair at 1 thread, per trace
   double mixed1 = 0, mixed16 = 0;
   for (auto const& spec : cases) {
+    if (!only.empty() && only != spec.name) continue;
     for (int threads : thread_counts) {
       std::vector<std::string> row{spec.name, std::to_string(threads)};
       double const mine = measure(competitors[0], spec, threads);
@@ -303,7 +326,7 @@ int run(int argc, char** argv) {
   } catch (std::exception const& e) {
     std::fprintf(stderr, "replay skipped: %s\n", e.what());
   }
-  if (!events.empty()) {
+  if (!events.empty() && (only.empty() || only == "replay")) {
     std::vector<std::string> row{"replay", "1"};
     replay_numbers const mine = measure_replay(competitors[0], events);
     replay_fragmentation = mine.fragmentation;
@@ -326,13 +349,16 @@ int run(int argc, char** argv) {
       "held / peak bytes live over the replay of %s (%zu events).\n",
       log_path.c_str(), events.size());
   std::printf("\ngoals (GPU):\n");
-  std::printf("  mixed, 1 thread <= 100 ns/pair: %.1f ns -> %s\n", mixed1,
-              mixed1 <= 100 ? "met" : "MISSED");
-  double const speedup = mixed16 > 0 ? mixed1 / mixed16 : 0;
-  std::printf("  mixed, %d threads >= 8x 1-thread throughput: %.1fx -> %s\n", thread_counts.back(),
-              speedup, speedup >= 8 ? "met" : "MISSED");
-  std::printf("  replay fragmentation <= 1.15: %.3f -> %s\n", replay_fragmentation,
-              replay_fragmentation > 0 && replay_fragmentation <= 1.15 ? "met" : "MISSED");
+  if (only.empty() || only == "mixed") {
+    std::printf("  mixed, 1 thread <= 100 ns/pair: %.1f ns -> %s\n", mixed1,
+                mixed1 > 0 && mixed1 <= 100 ? "met" : "MISSED");
+    double const speedup = mixed16 > 0 ? mixed1 / mixed16 : 0;
+    std::printf("  mixed, %d threads >= 8x 1-thread throughput: %.1fx -> %s\n",
+                thread_counts.back(), speedup, speedup >= 8 ? "met" : "MISSED");
+  }
+  if (only.empty() || only == "replay")
+    std::printf("  replay fragmentation <= 1.15: %.3f -> %s\n", replay_fragmentation,
+                replay_fragmentation > 0 && replay_fragmentation <= 1.15 ? "met" : "MISSED");
   backend().set_async_release_threshold(previous_threshold);
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,13 +39,18 @@ template <class Body>
 double run_threads(int threads, Body body) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
+  std::vector<std::exception_ptr> failures(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire))
         std::this_thread::yield();
-      body(t);
+      try {
+        body(t);
+      } catch (...) {
+        failures[static_cast<std::size_t>(t)] = std::current_exception();
+      }
     });
   while (ready.load() < threads)
     std::this_thread::yield();
@@ -52,7 +58,11 @@ double run_threads(int threads, Body body) {
   go.store(true, std::memory_order_release);
   for (auto& th : pool)
     th.join();
-  return clock.seconds();
+  double const seconds = clock.seconds();
+  // A thread's exception (out of memory, say) is the caller's to report.
+  for (auto const& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+  return seconds;
 }
 
 // A text table: add rows of cells, print with columns padded to their widest cell.

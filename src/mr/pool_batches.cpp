@@ -34,6 +34,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
     // Blocks this stream freed earlier: only its lists lock, never the pool's mutex.
     std::lock_guard<std::mutex> lists(s.lists_mutex);
     auto& list = s.class_lists[cls];
+    s.class_used[cls] = s.misses;
     while (got < want && !list.empty()) {
       bin.slots[bin.count++] = list.back();
       list.pop_back();
@@ -46,7 +47,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
 }
 
 std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   ++lock_acquisitions_;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
@@ -67,7 +68,7 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
       give_back_locked(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
     return n;
   }
-  bin.slots[bin.count++] = obtain_locked(size, s);
+  bin.slots[bin.count++] = obtain(lock, size, s);
   return 1;
 }
 
@@ -95,6 +96,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   try {
     std::lock_guard<std::mutex> lists(s.lists_mutex);
     auto& list = s.class_lists[cls];
+    s.class_used[cls] = s.misses;
     list.reserve(list.size() + move);
     for (std::uint32_t i = 0; i < move; ++i)
       list.push_back(bin.slots[--bin.count]);
@@ -137,9 +139,9 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
 void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {
   void* p = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     ++lock_acquisitions_;
-    p = obtain_locked(size, stream_locked(stream));
+    p = obtain(lock, size, stream_locked(stream));
     large_live_ += size;
     large_requested_ += requested;
     ++large_allocations_;

@@ -24,40 +24,68 @@ std::size_t round_up_to(std::size_t value, std::size_t step) {
 
 // --- growth and trim -----------------------------------------------------------------------------
 
-bool pool_state::grow_locked(std::size_t size) {
+bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
-  if (held_ > options_.maximum_size || options_.maximum_size - held_ < need) return false;
-  std::size_t const room = options_.maximum_size - held_;
+  std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
+  if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
+  std::size_t const room = options_.maximum_size - taken;
   std::size_t const fitted = std::min(round_up_to(need, growth_rounding), room);
   std::size_t const preferred = std::min(std::max(options_.chunk_size, fitted), room);
-  for (std::size_t attempt : {preferred, fitted, need}) {
-    if (attempt < need) continue;
-    void* p = nullptr;
-    try {
-      p = upstream_.allocate(attempt, nullptr);
-    } catch (out_of_memory const&) {
-      continue;
+  // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
+  // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
+  // the maximum size.
+  growing_ += preferred;
+  lock.unlock();
+  void* p = nullptr;
+  std::size_t got = 0;
+  try {
+    for (std::size_t attempt : {preferred, fitted, need}) {
+      if (attempt < need) continue;
+      try {
+        p = upstream_.allocate(attempt, nullptr);
+      } catch (out_of_memory const&) {
+        continue;
+      }
+      if (p == nullptr) continue;
+      got = attempt;
+      break;
     }
-    if (p == nullptr) continue;
     // The chunk is used from every stream: make sure a stream-ordered upstream has finished.
-    backend_.synchronize_stream(nullptr);
-    auto const base = reinterpret_cast<std::uintptr_t>(p);
-    pool_chunk& chunk = chunks_.emplace(base, pool_chunk{base, attempt, 0}).first->second;
-    insert_extent_locked(base, attempt, nullptr, 0, &chunk);
-    held_ += attempt;
-    peak_held_ = std::max(peak_held_, held_);
-    misses_since_growth_ = 0;
-    reclaims_since_growth_ = 0;
-    ++upstream_allocations_;
-    return true;
+    if (p != nullptr) backend_.synchronize_stream(nullptr);
+  } catch (...) {
+    if (p != nullptr) upstream_.deallocate(p, got, nullptr);
+    lock.lock();
+    growing_ -= preferred;
+    throw;
   }
-  return false;
+  lock.lock();
+  growing_ -= preferred;
+  if (p == nullptr) return false;
+  auto const base = reinterpret_cast<std::uintptr_t>(p);
+  try {
+    pool_chunk& chunk = chunks_.emplace(base, pool_chunk{base, got, 0}).first->second;
+    insert_extent_locked(base, got, nullptr, 0, &chunk);
+  } catch (...) {
+    chunks_.erase(base);
+    upstream_.deallocate(p, got, nullptr);
+    throw;
+  }
+  held_ += got;
+  peak_held_ = std::max(peak_held_, held_);
+  misses_since_growth_ = 0;
+  reclaims_since_growth_ = 0;
+  ++upstream_allocations_;
+  return true;
 }
 
 std::size_t pool_state::trim_locked(pool_stream* stream) {
   std::size_t released = 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;
+    if (chunk.free_bytes != chunk.size) {  // some of it allocated or listed: no lookup needed
+      ++it;
+      continue;
+    }
     auto e = extents_.find(chunk.base);
     if (e == extents_.end() || e->second.size != chunk.size ||
         (e->second.owner != nullptr && e->second.owner != stream)) {

@@ -24,7 +24,7 @@ std::string hex(std::uintptr_t value) {
 }
 
 // After this many misses that had to merge every cache and list back (and then found a fit), the
-// next such miss grows the pool instead: see obtain_locked.
+// next such miss grows the pool instead: see obtain.
 constexpr std::uint64_t pool_thrash_misses = 8;
 
 }  // namespace
@@ -57,8 +57,8 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
     has_per_thread_handle_ = true;
   }
   if (options.initial_size > 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!grow_locked(options.initial_size))
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!grow(lock, options.initial_size))
       throw out_of_memory(options.initial_size, name(), 0, 0,
                           "the upstream could not provide the initial pool size");
   }
@@ -122,6 +122,7 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
   s->thread = key.second;
   s->per_thread = per_thread;
   s->class_lists.resize(num_classes_);
+  s->class_used.resize(num_classes_);
   return *streams_.emplace(key, std::move(s)).first->second;
 }
 
@@ -216,10 +217,11 @@ void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
   }
 }
 
-void pool_state::drain_class_lists_locked(pool_stream& s) {
+void pool_state::drain_class_lists_locked(pool_stream& s, bool cold_only) {
   if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lists(s.lists_mutex);
   for (unsigned c = 0; c < num_classes_; ++c) {
+    if (cold_only && s.class_used[c] >= s.misses) continue;
     auto& list = s.class_lists[c];
     std::size_t const size = pool_class_size(c);
     while (!list.empty()) {
@@ -230,6 +232,7 @@ void pool_state::drain_class_lists_locked(pool_stream& s) {
       s.remove_listed(size);
     }
   }
+  if (cold_only) ++s.misses;
 }
 
 // --- extents -------------------------------------------------------------------------------------
@@ -323,10 +326,11 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
 
 // The slow path for one block, cheapest and least disruptive first:
 //   1. memory the calling stream may use at once: its extents and the free ones, its extents
-//      released if it is idle, its own class lists merged back, extents of any stream whose
-//      fences have completed;
+//      released if it is idle, its cold class lists merged back (lists it has not used since its
+//      previous miss: merging the lists in use would only make it carve them again), extents of
+//      any stream whose fences have completed;
 //   2. (a pool that keeps missing grows instead of merging again: pool_thrash_misses)
-//      the calling thread's caches and the calling stream's work, if it is idle;
+//      all of the calling thread's caches and stream's lists, and the stream's work if it is idle;
 //   3. other streams' parked blocks (class lists and extents), when they are at least half of
 //      what the pool holds, at most once per growth: reclaiming walks every other stream's lists
 //      into extents under the mutex (every thread that needs it waits meanwhile) and leaves those
@@ -334,48 +338,49 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
 //      serialise; skipped while others park little, the pool grows instead and each stream keeps
 //      what it uses (what a per-stream pool holds), while a stream that only frees what another
 //      allocates (producer and consumer) is still drained long before the pool doubles;
-//   4. growth, after giving back chunks too small for the request;
+//   4. growth (the upstream's call without the mutex), after giving back chunks too small for the
+//      request;
 //   5. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
-void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
-  if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s) {
+  if (void* p = fit_locked(size, s)) return p;
   // An idle stream's extents are free for all: released, they merge with free neighbours. One
   // stream query, and the class lists stay as they are.
   if ((s.owned_bytes > 0 || !s.fences.empty()) && fenceable(s) && backend_.query_stream(s.handle)) {
     complete_all_fences_locked(s);
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+    if (void* p = fit_locked(size, s)) return p;
   }
   if (s.class_list_bytes.load(std::memory_order_relaxed) > 0) {
-    drain_class_lists_locked(s);
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+    drain_class_lists_locked(s, /*cold_only=*/true);
+    if (void* p = fit_locked(size, s)) return p;
   }
   if (poll_locked())
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+    if (void* p = fit_locked(size, s)) return p;
   // A pool that keeps missing here is too tight for the workload: merging everything back and
   // carving it up again on every miss costs far more than one more chunk.
   if (misses_since_growth_ >= pool_thrash_misses) {
     if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
-    if (grow_locked(size))
-      if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+    if (grow(lock, size))
+      if (void* p = fit_locked(size, s)) return p;
   }
   ++misses_since_growth_;
   flush_calling_thread_locked();
   drain_class_lists_locked(s);
   settle_locked(s);
   poll_locked();
-  if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  if (void* p = fit_locked(size, s)) return p;
   bool reclaimed = false;
   if (reclaims_since_growth_ == 0 && parked_by_others_locked(s) >= held_ / 2) {
     reclaimed = true;
-    if (auto a = reclaim_other_streams_locked(size, s)) return a;
+    if (void* p = reclaim_other_streams_locked(size, s)) return p;
   }
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
   if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
-  if (grow_locked(size))
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  if (grow(lock, size))
+    if (void* p = fit_locked(size, s)) return p;
   if (!reclaimed)
-    if (auto a = reclaim_other_streams_locked(size, s)) return a;
+    if (void* p = reclaim_other_streams_locked(size, s)) return p;
   // Last resort: other threads flush at their next call; wait for every stream so that every
   // extent handed back so far is free for all.
   flush_request_.fetch_add(1, std::memory_order_relaxed);
@@ -383,9 +388,9 @@ void* pool_state::obtain_locked(std::size_t size, pool_stream& s) {
   ++synchronizations_;
   for (auto& entry : streams_)
     complete_all_fences_locked(*entry.second);
-  if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
-  if (trim_locked() > 0 && grow_locked(size))
-    if (auto a = best_fit_locked(size, s)) return reinterpret_cast<void*>(a);
+  if (void* p = fit_locked(size, s)) return p;
+  if (trim_locked() > 0 && grow(lock, size))
+    if (void* p = fit_locked(size, s)) return p;
   throw_out_of_memory_locked(size);
 }
 
@@ -406,7 +411,7 @@ void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s)
       settle_locked(*entry.second);
     }
   poll_locked();
-  return reinterpret_cast<void*>(best_fit_locked(size, s));
+  return fit_locked(size, s);
 }
 
 void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {

@@ -70,6 +70,12 @@ struct alignas(64) pool_stream {
   // short). Guarded by lists_mutex; class_list_bytes is also read without it, as a hint.
   alignas(64) mutable std::mutex lists_mutex;
   std::vector<std::vector<void*>> class_lists;
+  // Cold lists: `misses` counts the stream's slow-path misses, and class_used[c] is its value when
+  // list c was last refilled from or overflowed to. A list unused since the previous miss is cold:
+  // a miss merges cold lists back into extents and leaves the lists in use alone (merging those
+  // only makes the stream carve them again at once). misses is written with mutex_ held as well.
+  std::uint64_t misses = 0;
+  std::vector<std::uint64_t> class_used;
   std::atomic<std::size_t> class_list_bytes{0};
 
   void add_listed(std::size_t delta) noexcept { pool_bump(class_list_bytes, delta); }
@@ -190,10 +196,14 @@ class pool_state {
                             std::uint64_t epoch, pool_chunk* chunk);
   void erase_extent_locked(extent_map::iterator it);
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
-  void* obtain_locked(std::size_t size, pool_stream& s);
-  // Drains every other stream's class lists and settles those streams (see obtain_locked); then
+  // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
+  void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s);
+  // Drains every other stream's class lists and settles those streams (see obtain); then
   // the best fit for `size` (null if none).
   void* reclaim_other_streams_locked(std::size_t size, pool_stream& s);
+  void* fit_locked(std::size_t size, pool_stream& s) {
+    return reinterpret_cast<void*>(best_fit_locked(size, s));
+  }
   // Bytes in other streams' class lists and extents.
   std::size_t parked_by_others_locked(pool_stream const& s) const noexcept;
   // A block of a larger class taken from `s`'s class lists: its address and size (0, 0 if none).
@@ -204,7 +214,8 @@ class pool_state {
   split_block split_larger_locked(unsigned cls, pool_stream& s);
   void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
   void after_give_back_locked(pool_stream& s) noexcept;
-  void drain_class_lists_locked(pool_stream& s);
+  // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
+  void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
   void settle_locked(pool_stream& s);
   // `s` has finished all its work (it is idle or was synchronised): every fence has completed and
@@ -213,7 +224,10 @@ class pool_state {
   bool poll_locked();
   bool poll_stream_locked(pool_stream& s);
   void release_owner_locked(pool_stream& s, std::uint64_t upto);
-  bool grow_locked(std::size_t size);
+  // Takes a chunk for `size` bytes from the upstream, with `lock` (on mutex_) released during the
+  // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
+  // maximum size) refuses; the pool's state may have changed either way.
+  bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
   // Gives back every chunk that is one extent free for all streams or owned by `stream`.
   std::size_t trim_locked(pool_stream* stream = nullptr);
   std::size_t largest_free_locked() const noexcept;
@@ -244,6 +258,7 @@ class pool_state {
   std::uint64_t reclaims_since_growth_ = 0;
   std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
+  std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;

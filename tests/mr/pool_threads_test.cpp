@@ -1,5 +1,6 @@
 // pool_resource with several threads: per-thread caches, the per-stream class lists (taken without
-// the pool's mutex), thread exit, and frees from thread_local destructors.
+// the pool's mutex), growth without the mutex, thread exit, and frees from thread_local
+// destructors.
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -7,7 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -122,6 +127,58 @@ TEST_F(pool_test, a_thread_local_freed_after_the_cache_table_is_gone_goes_to_the
   EXPECT_EQ(st.live_bytes, 0u);
   EXPECT_EQ(st.allocations, 2u);
   EXPECT_EQ(st.deallocations, 2u);
+  pool.check_invariants();
+}
+
+// An upstream whose allocate waits until the test lets it go.
+class held_upstream final : public memory_resource {
+ public:
+  explicit held_upstream(memory_resource& inner) : inner_(inner) {}
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  std::future<void> entered() { return entered_.get_future(); }
+  std::string name() const override { return "held_upstream"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override {
+    entered_.set_value();
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return released_; });
+    return inner_.allocate(bytes, stream);
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle stream) noexcept override {
+    inner_.deallocate(p, bytes, stream);
+  }
+  bool do_is_equal(memory_resource const& other) const noexcept override { return this == &other; }
+
+  memory_resource& inner_;
+  std::promise<void> entered_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool released_ = false;
+};
+
+TEST_F(pool_test, growth_calls_the_upstream_without_the_pool_mutex) {
+  // A cudaMalloc takes tens to hundreds of microseconds: holding the pool's mutex meanwhile made
+  // every other thread that needed it wait. Here the upstream blocks until the test's other
+  // thread has taken the mutex (statistics() does) while the growth is in flight.
+  held_upstream held(upstream);
+  pool_resource pool(held);
+  std::future<void> entered = held.entered();
+  auto grower = std::async(std::launch::async, [&] { return pool.allocate(1 * MiB, a); });
+  ASSERT_EQ(entered.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  auto reader = std::async(std::launch::async, [&] { return pool.statistics().held_bytes; });
+  bool const read_while_growing =
+      reader.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  held.release();
+  void* p = grower.get();
+  EXPECT_TRUE(read_while_growing) << "statistics() waited for the upstream's allocate";
+  EXPECT_EQ(reader.get(), 0u);  // the chunk is counted once it is in the pool
+  EXPECT_GE(pool.statistics().held_bytes, 1 * MiB);
+  pool.deallocate(p, 1 * MiB, a);
   pool.check_invariants();
 }
 
