@@ -1,10 +1,12 @@
-// Selection of the process-wide backend (GPUMEM_DEVICE) and its replacement by tests.
+// Selection of the process-wide backend (GPUMEM_DEVICE) and its replacement by tests, and the
+// base-class answers of device_backend's virtual-memory calls (for backends without it).
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
 #include <atomic>
 #include <mutex>
+#include <string>
 
 namespace gpumem {
 
@@ -42,6 +44,35 @@ std::unique_ptr<device_backend> make_from_environment() {
 
 char const* to_string(backend_kind kind) noexcept {
   return kind == backend_kind::cuda ? "cuda" : "host";
+}
+
+namespace {
+[[noreturn]] void no_virtual_memory(char const* call) {
+  throw not_supported(std::string(call) +
+                      ": this backend does not provide virtual memory management");
+}
+}  // namespace
+
+std::size_t device_backend::vmm_granularity() {
+  return 0;
+}
+void* device_backend::reserve_address_range(std::size_t) {
+  no_virtual_memory("reserve_address_range");
+}
+void device_backend::release_address_range(void*, std::size_t) {
+  no_virtual_memory("release_address_range");
+}
+physical_handle device_backend::create_physical(std::size_t) {
+  no_virtual_memory("create_physical");
+}
+void device_backend::release_physical(physical_handle) {
+  no_virtual_memory("release_physical");
+}
+void device_backend::map_physical(void*, std::size_t, physical_handle) {
+  no_virtual_memory("map_physical");
+}
+void device_backend::unmap(void*, std::size_t) {
+  no_virtual_memory("unmap");
 }
 
 bool cuda_device_available() noexcept {

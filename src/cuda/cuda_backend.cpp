@@ -9,8 +9,12 @@
 // exceptions in cuda_check.cpp: cudaErrorMemoryAllocation from an allocation call becomes
 // out_of_memory (there and nowhere else), everything else cuda_error.
 //
+// Virtual memory (reserve / create physical / map / unmap) goes through the driver's VMM API in
+// cuda_vmm.cpp, behind the checks that both backends share (vmm_registry.hpp).
+//
 // Thread safety: as the CUDA runtime. The backend's own state is the bytes it has allocated
-// (cuda_allocation_counter.hpp) and the per-device default memory pools (looked up once).
+// (cuda_allocation_counter.hpp), the per-device default memory pools (looked up once) and the
+// virtual-memory registry (its own mutex).
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
@@ -23,6 +27,8 @@
 #include "cuda_check.hpp"
 #include "cuda_device_properties.hpp"
 #include "cuda_driver.hpp"
+#include "cuda_vmm.hpp"
+#include "vmm_registry.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -359,6 +365,23 @@ class cuda_backend final : public device_backend {
     GPUMEM_CUDA_CHECK(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle");
   }
 
+  // --- virtual memory (cuda_vmm.hpp) ---
+  std::size_t vmm_granularity() override { return vmm_.granularity(); }
+  void* reserve_address_range(std::size_t bytes) override {
+    return vmm_.reserve_address_range(bytes);
+  }
+  void release_address_range(void* base, std::size_t bytes) override {
+    vmm_.release_address_range(base, bytes);
+  }
+  physical_handle create_physical(std::size_t bytes) override {
+    return vmm_.create_physical(bytes);
+  }
+  void release_physical(physical_handle chunk) override { vmm_.release_physical(chunk); }
+  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
+    vmm_.map_physical(address, bytes, chunk);
+  }
+  void unmap(void* address, std::size_t bytes) override { vmm_.unmap(address, bytes); }
+
  private:
   struct pool_slot {
     std::once_flag once;
@@ -422,6 +445,7 @@ class cuda_backend final : public device_backend {
   int device_count_ = 0;
   std::unique_ptr<pool_slot[]> pools_;
   detail::allocation_counter allocated_;
+  detail::vmm_registry vmm_{detail::make_cuda_vmm_operations()};
 };
 
 }  // namespace

@@ -5,7 +5,9 @@
 //
 // Every failure becomes gpumem::cuda_error(code, cudaGetErrorName(code), call, file, line).
 // Allocation calls go through detail::throw_allocation_failure instead, which turns
-// cudaErrorMemoryAllocation into gpumem::out_of_memory (and every other code into cuda_error).
+// cudaErrorMemoryAllocation into gpumem::out_of_memory (and every other code into cuda_error);
+// driver calls go through detail::throw_driver_error / throw_driver_allocation_failure, the latter
+// turning CUDA_ERROR_OUT_OF_MEMORY into gpumem::out_of_memory.
 //
 // Why the last error is cleared on every failure: the runtime keeps the status of the latest failed
 // call in a per-thread slot that cudaGetLastError() reads. A failure that gpumem has already
@@ -33,6 +35,16 @@ namespace gpumem::detail {
 [[noreturn]] void throw_allocation_failure(cudaError_t status, std::size_t requested_bytes,
                                            std::size_t peak_bytes, char const* call,
                                            char const* file, int line);
+
+// The same for driver API calls (the entry points fetched in cuda_driver.cpp): `status` is the
+// CUresult. CUDA_ERROR_OUT_OF_MEMORY becomes out_of_memory in throw_driver_allocation_failure (for
+// calls that allocate device memory, cuMemCreate) and cuda_error everywhere else; both name the
+// code with cuGetErrorName.
+[[noreturn]] void throw_driver_error(int status, char const* call, char const* file, int line,
+                                     std::string detail = {});
+[[noreturn]] void throw_driver_allocation_failure(int status, std::size_t requested_bytes,
+                                                  std::size_t peak_bytes, char const* call,
+                                                  char const* file, int line);
 
 }  // namespace gpumem::detail
 

@@ -66,23 +66,45 @@ std::string pointer_text(void const* p) {
 
 }  // namespace
 
-address_range driver_address_range(void const* ptr) {
-  entry_points const& d = driver();
+int bind_current_device() {
   // A driver call needs a current context on this thread; selecting the device makes the runtime
   // bind the device's primary context here (CUDA 12+ initialises it in cudaSetDevice).
   int ordinal = 0;
   GPUMEM_CUDA_CHECK(cudaGetDevice(&ordinal), "cudaGetDevice");
   GPUMEM_CUDA_CHECK(cudaSetDevice(ordinal), "cudaSetDevice");
+  return ordinal;
+}
+
+void* driver_entry_point(char const* symbol) noexcept {
+  try {
+    return lookup(symbol, false);
+  } catch (...) {
+    return nullptr;  // lookup(..., false) does not throw; this keeps the promise regardless
+  }
+}
+
+char const* driver_error_name(int result) noexcept {
+  char const* name = nullptr;
+  try {
+    entry_points const& d = driver();
+    if (d.get_error_name != nullptr &&
+        d.get_error_name(static_cast<CUresult>(result), &name) == CUDA_SUCCESS && name != nullptr)
+      return name;
+  } catch (...) {
+    // no driver: fall through to the generic name
+  }
+  return "CUDA_ERROR_UNKNOWN";
+}
+
+address_range driver_address_range(void const* ptr) {
+  entry_points const& d = driver();
+  bind_current_device();
   CUdeviceptr base = 0;
   std::size_t size = 0;
   CUresult const result = d.mem_get_address_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
-  if (result != CUDA_SUCCESS) {
-    char const* name = nullptr;
-    if (d.get_error_name == nullptr || d.get_error_name(result, &name) != CUDA_SUCCESS)
-      name = "CUDA_ERROR_UNKNOWN";
-    throw cuda_error(static_cast<int>(result), name, "cuMemGetAddressRange", __FILE__, __LINE__,
-                     pointer_text(ptr) + " is not inside a device allocation");
-  }
+  if (result != CUDA_SUCCESS)
+    throw cuda_error(static_cast<int>(result), driver_error_name(result), "cuMemGetAddressRange",
+                     __FILE__, __LINE__, pointer_text(ptr) + " is not inside a device allocation");
   return {reinterpret_cast<void*>(base), size};
 }
 

@@ -15,6 +15,17 @@ namespace gpumem::detail {
 // thread's current device. Throws cuda_error (with the driver's code and name) when none does.
 address_range driver_address_range(void const* ptr);
 
+// The driver entry point `symbol` (in its CUDA 12.0 form), or nullptr when the driver lacks it.
+// For driver calls made elsewhere in the backend (cuda_vmm.cpp); the caller casts it.
+void* driver_entry_point(char const* symbol) noexcept;
+
+// The name of a driver status (cuGetErrorName), or "CUDA_ERROR_UNKNOWN" when none is known.
+char const* driver_error_name(int result) noexcept;
+
+// The calling thread's current device, with its primary context made current on this thread, as
+// driver calls need (CUDA 12+ initialises the context in cudaSetDevice). Throws cuda_error.
+int bind_current_device();
+
 }  // namespace gpumem::detail
 
 #endif  // GPUMEM_HAS_CUDA

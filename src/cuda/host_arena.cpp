@@ -48,16 +48,25 @@ std::optional<std::size_t> host_arena::offset(void const* ptr) const {
   return static_cast<std::size_t>(p - base_);
 }
 
-void* host_arena::allocate(std::size_t bytes, char const* call) {
+void* host_arena::allocate(std::size_t bytes, char const* call, std::size_t alignment) {
   if (bytes == 0) return nullptr;
+  if (alignment == 0) alignment = alignment_;
+  GPUMEM_EXPECTS((alignment & (alignment - 1)) == 0,
+                 std::string("host backend: ") + call + ": alignment must be a power of two, got " +
+                     std::to_string(alignment));
   std::lock_guard<std::mutex> lock(mutex_);
   if (bytes <= capacity_) {
     std::size_t const rounded = (bytes + alignment_ - 1) / alignment_ * alignment_;
     for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
-      if (it->second < rounded) continue;
-      std::size_t const start = it->first;
-      std::size_t const remaining = it->second - rounded;
+      std::size_t const range_start = it->first;
+      std::size_t const range_end = range_start + it->second;
+      std::size_t const start = (range_start + alignment - 1) / alignment * alignment;
+      if (start > range_end || range_end - start < rounded) continue;
+      std::size_t const remaining = range_end - start - rounded;
       free_ranges_.erase(it);
+      // The part before an aligned start stays free (its offset is still a multiple of
+      // alignment_, since every size in the arena is).
+      if (start != range_start) free_ranges_.emplace(range_start, start - range_start);
       if (remaining != 0) free_ranges_.emplace(start + rounded, remaining);
       live_.emplace(start, rounded);
       used_ += rounded;

@@ -26,8 +26,9 @@ class host_arena {
   host_arena(host_arena const&) = delete;
   host_arena& operator=(host_arena const&) = delete;
 
-  // `call` names the backend operation in messages. 0 bytes gives nullptr.
-  void* allocate(std::size_t bytes, char const* call);
+  // `call` names the backend operation in messages. 0 bytes gives nullptr. `alignment` (a power of
+  // two; 0 means the arena's) aligns the offset in the arena, e.g. to a page for mmap of the fd.
+  void* allocate(std::size_t bytes, char const* call, std::size_t alignment = 0);
   void free(void* ptr, char const* call);  // ptr must be the base of a live allocation
   void check_live(void* ptr, char const* call) const;
 

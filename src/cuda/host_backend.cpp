@@ -2,13 +2,16 @@
 //
 // Device and managed memory come from one host_arena (host_arena.hpp), which also makes IPC across
 // processes possible; pinned and registered host memory are tables of host ranges; streams and
-// events are host_stream.hpp's work queues.
+// events are host_stream.hpp's work queues; virtual memory maps chunks of the arena into reserved
+// address ranges (host_vmm.hpp, checked by vmm_registry.hpp).
 //
-// Thread safety: the arena and the streams have their own locks; one mutex guards the host-range,
-// stream, event and IPC tables.
+// Thread safety: the arena, the streams and the virtual-memory registry have their own locks; one
+// mutex guards the host-range, stream, event and IPC tables.
 #include "host_arena.hpp"
 #include "host_errors.hpp"
 #include "host_stream.hpp"
+#include "host_vmm.hpp"
+#include "vmm_registry.hpp"
 
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -54,7 +57,7 @@ static_assert(sizeof(ipc_payload) <= sizeof(ipc_memory_handle));
 class host_backend final : public device_backend {
  public:
   explicit host_backend(host_backend_options options)
-      : arena_(options.capacity, options.alignment) {}
+      : arena_(options.capacity, options.alignment), vmm_(make_host_vmm_operations(arena_)) {}
 
   ~host_backend() override {
     // Streams first: their queued tasks may still touch the arena.
@@ -63,6 +66,7 @@ class host_backend final : public device_backend {
       entry.second.reset();
     for (stream_impl* s : streams_)
       delete s;
+    vmm_.release_all();
     for (auto& entry : pinned_)
       std::free(entry.first);
     for (auto& entry : ipc_mappings_)
@@ -352,6 +356,23 @@ class host_backend final : public device_backend {
     ::munmap(mapping.first, mapping.second);
   }
 
+  // --- virtual memory (host_vmm.hpp) ---
+  std::size_t vmm_granularity() override { return vmm_.granularity(); }
+  void* reserve_address_range(std::size_t bytes) override {
+    return vmm_.reserve_address_range(bytes);
+  }
+  void release_address_range(void* base, std::size_t bytes) override {
+    vmm_.release_address_range(base, bytes);
+  }
+  physical_handle create_physical(std::size_t bytes) override {
+    return vmm_.create_physical(bytes);
+  }
+  void release_physical(physical_handle chunk) override { vmm_.release_physical(chunk); }
+  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
+    vmm_.map_physical(address, bytes, chunk);
+  }
+  void unmap(void* address, std::size_t bytes) override { vmm_.unmap(address, bytes); }
+
  private:
   struct host_range {
     std::size_t size;
@@ -390,6 +411,7 @@ class host_backend final : public device_backend {
   }
 
   host_arena arena_;
+  detail::vmm_registry vmm_;  // after arena_: its operations use the arena
   std::mutex mutex_;
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;

@@ -46,6 +46,11 @@ struct event_impl;
 using stream_handle = stream_impl*;
 using event_handle = event_impl*;
 
+// Opaque handle of a physical memory chunk (see the virtual-memory section of device_backend).
+// Handles are never reused within one backend, so a stale handle is detected, not aliased;
+// `physical_handle::none` is never a live chunk.
+enum class physical_handle : std::uint64_t { none = 0 };
+
 struct memory_info {
   std::size_t free = 0;
   std::size_t total = 0;
@@ -156,6 +161,39 @@ class device_backend {
   // Opens a handle exported by another process (opening one from this process is an error).
   virtual void* ipc_open(ipc_memory_handle const& handle) = 0;
   virtual void ipc_close(void* ptr) = 0;
+
+  // --- virtual memory: reserve an address range, back parts of it with physical chunks ---
+  // For growing a pool inside one contiguous range (as CUDA's VMM API and PyTorch's expandable
+  // segments do). Every size, and every address passed to map_physical, must be a non-zero
+  // multiple of vmm_granularity(). Bad input (a bad size, an address outside every reservation,
+  // mapping over a mapping, unmapping what is not one mapping, releasing a range that still has
+  // mappings or a chunk that is still mapped, an unknown handle) throws gpumem::logic_error naming
+  // the value, on both backends. Unmapping or releasing memory that pending device work still
+  // uses is the caller's error, as with deallocate. All calls may be made from any thread.
+  //
+  // The base class implements these for backends without virtual memory (wrappers, test
+  // doubles): vmm_granularity() answers 0 and the other calls throw gpumem::not_supported, as the
+  // cuda backend does on a device without CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED.
+
+  // The granularity of chunk sizes, reservation sizes and mapping addresses in bytes (a power of
+  // two: 2 MiB on current GPUs and on the host backend); 0 when virtual memory is not supported.
+  virtual std::size_t vmm_granularity();
+  // Reserves `bytes` of address space, aligned to the granularity, with nothing mapped in it.
+  virtual void* reserve_address_range(std::size_t bytes);
+  // Gives back a whole reservation (`base` and `bytes` as reserve_address_range returned and got
+  // them); every mapping in it must have been unmapped first.
+  virtual void release_address_range(void* base, std::size_t bytes);
+  // Device memory of `bytes` on the current device, not yet mapped anywhere. Throws
+  // gpumem::out_of_memory when the device has too little.
+  virtual physical_handle create_physical(std::size_t bytes);
+  // Frees a chunk; it must not be mapped anywhere.
+  virtual void release_physical(physical_handle chunk);
+  // Maps the whole chunk (`bytes` is its size) at `address` inside a reservation, where nothing is
+  // mapped yet, readable and writable by the current device. A chunk may be mapped more than once.
+  virtual void map_physical(void* address, std::size_t bytes, physical_handle chunk);
+  // Removes the mapping that map_physical made at `address` with `bytes` (exactly one mapping);
+  // the range stays reserved and the chunk stays allocated.
+  virtual void unmap(void* address, std::size_t bytes);
 };
 
 // The backend in use; created on first call from GPUMEM_DEVICE. Thread safe.
