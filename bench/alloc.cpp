@@ -173,9 +173,9 @@ double measure(competitor const& c, case_spec const& spec, int threads) {
         pool_statistics const s = pool->statistics();
         std::fprintf(
             stderr,
-            "pool %s/%d threads: %llu upstream allocations and %llu reclaims in the timed run, "
+            "%s %s/%d threads: %llu upstream allocations and %llu reclaims in the timed run, "
             "%llu events recorded, held %zu B, %.4f lock acquisitions per pair\n",
-            spec.name, threads,
+            c.name.c_str(), spec.name, threads,
             static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.events_recorded), s.held_bytes,
@@ -264,6 +264,15 @@ int run(int argc, char** argv) {
   competitors.push_back({"gpumem pool", 1.0, true,
                          [&] { return std::make_unique<pool_resource>(upstream, pool_options{}); },
                          nullptr, nullptr});
+  // The same pool growing inside one reserved virtual range (pool_options::expandable).
+  if (backend().vmm_granularity() > 0)
+    competitors.push_back({"gpumem expandable", 1.0, true,
+                           [&] {
+                             pool_options o;
+                             o.expandable = true;
+                             return std::make_unique<pool_resource>(upstream, o);
+                           },
+                           nullptr, nullptr});
   competitors.push_back({"cudaMalloc", 0.01, false,
                          [] { return std::make_unique<malloc_resource>(); }, nullptr, nullptr});
   std::size_t const previous_threshold = backend().set_async_release_threshold(0);
@@ -320,6 +329,7 @@ int run(int argc, char** argv) {
 
   // Replay of the recorded log.
   double replay_fragmentation = 0;
+  std::string other_fragmentation;  // of the other pools measured
   std::vector<log_event> events;
   try {
     events = parse_log_file(log_path);
@@ -334,6 +344,9 @@ int run(int argc, char** argv) {
                                        : fixed(mine.ns_per_pair, mine.ns_per_pair < 100 ? 1 : 0));
     for (std::size_t i = 1; i < competitors.size(); ++i) {
       replay_numbers const other = measure_replay(competitors[i], events);
+      if (other.fragmentation > 0)
+        other_fragmentation +=
+            " " + competitors[i].name + " " + fixed(other.fragmentation, 3) + ";";
       row.push_back(other.ns_per_pair < 0 ? "failed"
                                           : with_ratio(other.ns_per_pair, mine.ns_per_pair));
     }
@@ -348,6 +361,8 @@ int run(int argc, char** argv) {
       "bytes\n"
       "held / peak bytes live over the replay of %s (%zu events).\n",
       log_path.c_str(), events.size());
+  if (!other_fragmentation.empty())
+    std::printf("fragmentation of the other pools on the replay:%s\n", other_fragmentation.c_str());
   std::printf("\ngoals (GPU):\n");
   if (only.empty() || only == "mixed") {
     std::printf("  mixed, 1 thread <= 100 ns/pair: %.1f ns -> %s\n", mixed1,

@@ -25,6 +25,7 @@ std::size_t round_up_to(std::size_t value, std::size_t step) {
 // --- growth and trim -----------------------------------------------------------------------------
 
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
+  if (vrange_ != nullptr && grow_range(lock, size)) return true;
   std::size_t const need = pool_round_up(size);
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
   if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
@@ -78,11 +79,13 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   return true;
 }
 
-std::size_t pool_state::trim_locked(pool_stream* stream) {
-  std::size_t released = 0;
+std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
+  // The range's free end, before a growth, would only be mapped again at once.
+  std::size_t released = shrink_range ? shrink_range_locked() : 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;
-    if (chunk.free_bytes != chunk.size) {  // some of it allocated or listed: no lookup needed
+    // In use (allocated or listed), or the range: no lookup needed.
+    if (chunk.free_bytes != chunk.size || chunk.mapped) {
       ++it;
       continue;
     }

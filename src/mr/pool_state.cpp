@@ -56,6 +56,14 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
     per_thread_handle_ = backend_.per_thread_default_stream();
     has_per_thread_handle_ = true;
   }
+  if (options.expandable) {
+    std::size_t device = options.maximum_size;
+    try {
+      device = backend_.get_memory_info().total;
+    } catch (std::exception const&) {
+    }
+    vrange_ = std::make_unique<pool_vrange>(backend_, std::min(device, options.maximum_size));
+  }
   if (options.initial_size > 0) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!grow(lock, options.initial_size))
@@ -101,7 +109,9 @@ pool_state::~pool_state() {
     }
   }
   for (auto& entry : chunks_)
-    upstream_.deallocate(reinterpret_cast<void*>(entry.second.base), entry.second.size, nullptr);
+    if (!entry.second.mapped)
+      upstream_.deallocate(reinterpret_cast<void*>(entry.second.base), entry.second.size, nullptr);
+  vrange_.reset();  // unmaps the range
 }
 
 std::string pool_state::name() const {
@@ -358,7 +368,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // A pool that keeps missing here is too tight for the workload: merging everything back and
   // carving it up again on every miss costs far more than one more chunk.
   if (misses_since_growth_ >= pool_thrash_misses) {
-    if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
+    if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr, false);
     if (grow(lock, size))
       if (void* p = fit_locked(size, s)) return p;
   }
@@ -376,7 +386,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
-  if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr);
+  if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr, false);
   if (grow(lock, size))
     if (void* p = fit_locked(size, s)) return p;
   if (!reclaimed)

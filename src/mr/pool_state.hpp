@@ -34,6 +34,44 @@ struct pool_chunk {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   std::size_t free_bytes = 0;  // in extents (free or stream-owned)
+  bool mapped = false;         // the virtual range of an expandable pool, not an upstream chunk
+};
+
+// The virtual address range of an expandable pool (pool_options::expandable): reserved once,
+// backed from its start by physical pieces mapped one after another, so the mapped part is always
+// one contiguous chunk. Not thread safe: pool_state guards it with vrange_mutex_.
+class pool_vrange {
+ public:
+  // Reserves `capacity` bytes (rounded up to the backend's granularity).
+  pool_vrange(device_backend& backend, std::size_t capacity);
+  ~pool_vrange();  // unmaps and releases every piece, then the range
+  pool_vrange(pool_vrange const&) = delete;
+  pool_vrange& operator=(pool_vrange const&) = delete;
+
+  std::uintptr_t base() const noexcept { return reinterpret_cast<std::uintptr_t>(base_); }
+  std::size_t mapped() const noexcept { return mapped_; }
+  std::size_t room() const noexcept { return capacity_ - mapped_; }
+  std::size_t granularity() const noexcept { return granularity_; }
+  std::size_t pieces() const noexcept { return pieces_.size(); }
+  // Maps `bytes` (a multiple of the granularity, at most room()) more at the end, as one piece.
+  // Throws out_of_memory when the device has no physical memory for it.
+  void extend(std::size_t bytes);
+  // Unmaps and releases whole pieces from the end while what stays mapped is at least `keep`
+  // bytes; returns the bytes released.
+  std::size_t shrink(std::size_t keep) noexcept;
+
+ private:
+  struct piece {
+    std::size_t offset;
+    std::size_t size;
+    physical_handle handle;
+  };
+  device_backend& backend_;
+  std::size_t granularity_;
+  std::size_t capacity_;
+  void* base_;
+  std::size_t mapped_ = 0;
+  std::vector<piece> pieces_;
 };
 
 using pool_size_index = std::set<std::pair<std::size_t, std::uintptr_t>>;
@@ -228,8 +266,13 @@ class pool_state {
   // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
   // maximum size) refuses; the pool's state may have changed either way.
   bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // Gives back every chunk that is one extent free for all streams or owned by `stream`.
-  std::size_t trim_locked(pool_stream* stream = nullptr);
+  // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
+  // `shrink_range`, the free end of an expandable pool's range (whole pieces).
+  std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true);
+  std::size_t shrink_range_locked() noexcept;
+  // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
+  // the range has no room for `size` or the device no memory.
+  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
   std::size_t largest_free_locked() const noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
@@ -259,6 +302,13 @@ class pool_state {
   std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
   std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
+  // Expandable pools: the range, and its chunk in chunks_ (null while nothing is mapped). Growth
+  // takes vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the
+  // range while a growth is mapping), so the two never wait for each other in opposite orders.
+  // Both are held to change the range's mapped size, so chunk size and mapping always agree.
+  std::unique_ptr<pool_vrange> vrange_;
+  std::mutex vrange_mutex_;
+  pool_chunk* vrange_chunk_ = nullptr;
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;

@@ -174,7 +174,22 @@ struct pool_fixture {
   memory_resource& resource() { return pool; }
   void forget_stream(stream_handle stream) { pool.release_stream(stream); }
 };
-#define GPUMEM_TEST_POOL_FIXTURE , pool_fixture
+// Grows by mapping physical memory into one reserved range (pool_options::expandable).
+struct expandable_pool_fixture {
+  static constexpr char const* name = "expandable_pool";
+  static constexpr bool stream_ordered_free = true;
+  static constexpr bool memory_info_supported = true;
+  static pool_options options() {
+    pool_options o;
+    o.expandable = true;
+    return o;
+  }
+  cuda_resource upstream;
+  pool_resource pool{upstream, options()};
+  memory_resource& resource() { return pool; }
+  void forget_stream(stream_handle stream) { pool.release_stream(stream); }
+};
+#define GPUMEM_TEST_POOL_FIXTURE , pool_fixture, expandable_pool_fixture
 #else
 // pool_resource (include/gpumem/mr/pool_resource.hpp) is not in the tree yet: once it is, the
 // fixture above compiles in and is instantiated here.

@@ -45,6 +45,16 @@ struct pool_options {
   // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
   // by a host function that waits for the allocating thread).
   bool trim_before_growth = true;
+  // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
+  // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
+  // upstream: the pool's memory stays one contiguous chunk, so a large request needs only what the
+  // free end lacks, and large blocks never fragment across chunks. The range is as large as the
+  // device (or maximum_size); physical memory comes from the backend's device, in pieces of at
+  // least chunk_size (rounded to the backend's granularity, 2 MiB), and trim() unmaps whole pieces
+  // from the free end. When the range is full, growth falls back to upstream chunks. Blocks of an
+  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
+  // construction when the backend has no virtual memory management.
+  bool expandable = false;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
   // Costs a mutex per call: for tests and debugging.

@@ -1,0 +1,165 @@
+// pool_resource's expandable growth: one reserved virtual range, backed from its start by physical
+// pieces (device_backend's virtual-memory calls), so that the pool's memory is one chunk that grows
+// at its end. A block larger than any free extent then needs only the difference mapped after the
+// free end, never a whole new chunk beside the others (what splits large blocks across chunks and
+// makes a chunked pool hold more than it uses). See pool_state.hpp for the locking.
+#include "pool_state.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+#include <gpumem/core/units.hpp>
+
+#include <algorithm>
+
+namespace gpumem::detail {
+
+namespace {
+
+std::size_t round_up_to(std::size_t value, std::size_t step) {
+  return (value + step - 1) / step * step;
+}
+
+}  // namespace
+
+pool_vrange::pool_vrange(device_backend& backend, std::size_t capacity)
+    : backend_(backend), granularity_(backend.vmm_granularity()), capacity_(0), base_(nullptr) {
+  if (granularity_ == 0)
+    throw not_supported("pool_resource: the " + std::string(to_string(backend.kind())) +
+                        " backend has no virtual memory management (pool_options::expandable)");
+  capacity_ = round_up_to(std::max<std::size_t>(capacity, 1), granularity_);
+  base_ = backend_.reserve_address_range(capacity_);
+}
+
+pool_vrange::~pool_vrange() {
+  shrink(0);
+  try {
+    backend_.release_address_range(base_, capacity_);
+  } catch (std::exception const& e) {
+    log(log_level::error, std::string("pool_resource: releasing its range failed: ") + e.what());
+  }
+}
+
+void pool_vrange::extend(std::size_t bytes) {
+  GPUMEM_EXPECTS(bytes > 0 && bytes % granularity_ == 0 && bytes <= room(),
+                 "pool_vrange::extend(" + std::to_string(bytes) + "): room " +
+                     std::to_string(room()) + ", granularity " + std::to_string(granularity_));
+  physical_handle const handle = backend_.create_physical(bytes);
+  try {
+    pieces_.reserve(pieces_.size() + 1);
+    backend_.map_physical(static_cast<char*>(base_) + mapped_, bytes, handle);
+  } catch (...) {
+    backend_.release_physical(handle);
+    throw;
+  }
+  pieces_.push_back({mapped_, bytes, handle});
+  mapped_ += bytes;
+}
+
+std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
+  std::size_t released = 0;
+  while (!pieces_.empty() && mapped_ - pieces_.back().size >= keep) {
+    piece const last = pieces_.back();
+    try {
+      backend_.unmap(static_cast<char*>(base_) + last.offset, last.size);
+      backend_.release_physical(last.handle);
+    } catch (std::exception const& e) {
+      // Kept mapped (and counted): the pool goes on without giving this piece back.
+      log(log_level::error, std::string("pool_resource: unmapping ") + format_bytes(last.size) +
+                                " of its range failed: " + e.what());
+      break;
+    }
+    pieces_.pop_back();
+    mapped_ -= last.size;
+    released += last.size;
+  }
+  return released;
+}
+
+// --- pool_state's side ---------------------------------------------------------------------------
+
+bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
+  std::size_t const need = pool_round_up(size);
+  std::size_t const taken = held_ + growing_;
+  if (taken > options_.maximum_size) return false;
+  std::size_t const limit = options_.maximum_size - taken;
+  // What the free end of the range already holds need not be mapped again: that is the point.
+  std::size_t tail = 0;
+  if (vrange_chunk_ != nullptr && vrange_chunk_->size > 0) {
+    std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
+    auto it = extents_.lower_bound(end);
+    if (it != extents_.begin()) {
+      --it;
+      if (it->second.chunk == vrange_chunk_ && it->second.owner == nullptr &&
+          it->first + it->second.size == end)
+        tail = it->second.size;
+    }
+  }
+  std::size_t const granularity = vrange_->granularity();
+  std::size_t const missing = round_up_to(need - std::min(need, tail), granularity);
+  std::size_t step = std::max(missing, round_up_to(options_.chunk_size, granularity));
+  step = std::min({step,
+                   round_up_to(need, granularity) + round_up_to(options_.chunk_size, granularity),
+                   vrange_->room(), limit / granularity * granularity});
+  if (step < missing || step == 0) return false;
+  growing_ += step;
+  lock.unlock();
+  std::unique_lock<std::mutex> range(vrange_mutex_);
+  bool mapped = false;
+  try {
+    // Room may have been taken by a growth that ran while this one waited for vrange_mutex_.
+    if (step <= vrange_->room()) {
+      vrange_->extend(step);
+      mapped = true;
+    }
+  } catch (out_of_memory const&) {
+  } catch (...) {
+    lock.lock();
+    growing_ -= step;
+    throw;
+  }
+  lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
+  growing_ -= step;
+  if (!mapped) return false;
+  if (vrange_chunk_ == nullptr) {
+    auto const base = vrange_->base();
+    vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
+  }
+  std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
+  vrange_chunk_->size += step;
+  insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);  // merges with a free end
+  held_ += step;
+  peak_held_ = std::max(peak_held_, held_);
+  misses_since_growth_ = 0;
+  reclaims_since_growth_ = 0;
+  ++upstream_allocations_;
+  return true;
+}
+
+std::size_t pool_state::shrink_range_locked() noexcept {
+  if (vrange_chunk_ == nullptr) return 0;
+  std::unique_lock<std::mutex> range(vrange_mutex_, std::try_to_lock);
+  if (!range) return 0;  // a growth is mapping: leave the range to it
+  std::uintptr_t const base = vrange_chunk_->base;
+  std::uintptr_t const end = base + vrange_chunk_->size;
+  auto it = extents_.lower_bound(end);
+  if (it == extents_.begin()) return 0;
+  --it;
+  pool_extent const tail = it->second;
+  std::uintptr_t const start = it->first;
+  if (tail.chunk != vrange_chunk_ || tail.owner != nullptr || start + tail.size != end) return 0;
+  std::size_t const released = vrange_->shrink(start - base);
+  if (released == 0) return 0;
+  erase_extent_locked(it);
+  vrange_chunk_->size -= released;
+  if (start < base + vrange_chunk_->size)
+    insert_extent_locked(start, base + vrange_chunk_->size - start, nullptr, 0, vrange_chunk_);
+  held_ -= released;
+  ++upstream_deallocations_;
+  if (vrange_chunk_->size == 0) {
+    chunks_.erase(base);
+    vrange_chunk_ = nullptr;
+  }
+  return released;
+}
+
+}  // namespace gpumem::detail
