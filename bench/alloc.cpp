@@ -249,7 +249,7 @@ int run(int argc, char** argv) {
                    "replay] [--log PATH]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
-                   "  --pool-only: gpumem's pool alone, no competitors\n");
+                   "  --pool-only: gpumem's pools alone, no competitors\n");
       return 2;
     }
   }
@@ -288,7 +288,11 @@ int run(int argc, char** argv) {
   if (cuda && torch_available())
     competitors.push_back({"PyTorch", 0.1, true, [] { return std::make_unique<torch_resource>(); },
                            nullptr, [] { torch_empty_cache(); }});
-  if (pool_only) competitors.resize(1);
+  if (pool_only)  // gpumem's pools only
+    competitors.erase(
+        std::remove_if(competitors.begin(), competitors.end(),
+                       [](competitor const& c) { return c.name.rfind("gpumem", 0) != 0; }),
+        competitors.end());
 
   std::size_t const scale = quick ? 20 : 1;
   std::vector<case_spec> cases = {

@@ -273,6 +273,8 @@ class pool_state {
   // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
   // the range has no room for `size` or the device no memory.
   bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
+  // Bytes of the free extent at the end of the range (0 if its end is in use).
+  std::size_t range_tail_locked() const noexcept;
   std::size_t largest_free_locked() const noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();

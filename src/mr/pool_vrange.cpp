@@ -77,62 +77,70 @@ std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
 
 // --- pool_state's side ---------------------------------------------------------------------------
 
+std::size_t pool_state::range_tail_locked() const noexcept {
+  if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return 0;
+  std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
+  auto it = extents_.lower_bound(end);
+  if (it == extents_.begin()) return 0;
+  --it;
+  bool const free_end = it->second.chunk == vrange_chunk_ && it->second.owner == nullptr &&
+                        it->first + it->second.size == end;
+  return free_end ? it->second.size : 0;
+}
+
 bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
-  std::size_t const taken = held_ + growing_;
-  if (taken > options_.maximum_size) return false;
-  std::size_t const limit = options_.maximum_size - taken;
-  // What the free end of the range already holds need not be mapped again: that is the point.
-  std::size_t tail = 0;
-  if (vrange_chunk_ != nullptr && vrange_chunk_->size > 0) {
-    std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
-    auto it = extents_.lower_bound(end);
-    if (it != extents_.begin()) {
-      --it;
-      if (it->second.chunk == vrange_chunk_ && it->second.owner == nullptr &&
-          it->first + it->second.size == end)
-        tail = it->second.size;
-    }
-  }
   std::size_t const granularity = vrange_->granularity();
-  std::size_t const missing = round_up_to(need - std::min(need, tail), granularity);
-  std::size_t step = std::max(missing, round_up_to(options_.chunk_size, granularity));
-  step = std::min({step,
-                   round_up_to(need, granularity) + round_up_to(options_.chunk_size, granularity),
-                   vrange_->room(), limit / granularity * granularity});
-  if (step < missing || step == 0) return false;
-  growing_ += step;
-  lock.unlock();
-  std::unique_lock<std::mutex> range(vrange_mutex_);
-  bool mapped = false;
-  try {
-    // Room may have been taken by a growth that ran while this one waited for vrange_mutex_.
-    if (step <= vrange_->room()) {
-      vrange_->extend(step);
-      mapped = true;
+  std::size_t const chunk = round_up_to(options_.chunk_size, granularity);
+  bool grown = false;
+  // The free end is measured with the mutex held and mapped after with it released: another
+  // thread may carve from the free end meanwhile, so the growth is repeated (a few times) until
+  // the free end holds the request.
+  for (int round = 0; round < 4; ++round) {
+    // What the free end already holds need not be mapped again: that is the point.
+    std::size_t const tail = range_tail_locked();
+    if (tail >= need && grown) return true;
+    std::size_t const taken = held_ + growing_;
+    if (taken > options_.maximum_size) return grown;
+    std::size_t const limit = (options_.maximum_size - taken) / granularity * granularity;
+    std::size_t const missing = round_up_to(need - std::min(need, tail), granularity);
+    std::size_t const step = std::min(
+        {std::max(missing, chunk), round_up_to(need, granularity) + chunk, vrange_->room(), limit});
+    if (step < missing || step == 0) return grown;
+    growing_ += step;
+    lock.unlock();
+    std::unique_lock<std::mutex> range(vrange_mutex_);
+    bool mapped = false;
+    try {
+      // Room may have been taken by a growth that ran while this one waited for vrange_mutex_.
+      if (step <= vrange_->room()) {
+        vrange_->extend(step);
+        mapped = true;
+      }
+    } catch (out_of_memory const&) {
+    } catch (...) {
+      lock.lock();
+      growing_ -= step;
+      throw;
     }
-  } catch (out_of_memory const&) {
-  } catch (...) {
-    lock.lock();
+    lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
     growing_ -= step;
-    throw;
+    if (!mapped) return grown;
+    if (vrange_chunk_ == nullptr) {
+      auto const base = vrange_->base();
+      vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
+    }
+    std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
+    vrange_chunk_->size += step;
+    insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);  // merges with a free end
+    held_ += step;
+    peak_held_ = std::max(peak_held_, held_);
+    misses_since_growth_ = 0;
+    reclaims_since_growth_ = 0;
+    ++upstream_allocations_;
+    grown = true;
   }
-  lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
-  growing_ -= step;
-  if (!mapped) return false;
-  if (vrange_chunk_ == nullptr) {
-    auto const base = vrange_->base();
-    vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
-  }
-  std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
-  vrange_chunk_->size += step;
-  insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);  // merges with a free end
-  held_ += step;
-  peak_held_ = std::max(peak_held_, held_);
-  misses_since_growth_ = 0;
-  reclaims_since_growth_ = 0;
-  ++upstream_allocations_;
-  return true;
+  return grown;
 }
 
 std::size_t pool_state::shrink_range_locked() noexcept {
