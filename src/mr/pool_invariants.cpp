@@ -174,7 +174,7 @@ void pool_state::check_invariants() const {
   std::size_t owned_total = 0;
   for (auto const& entry : owned_sum)
     owned_total += entry.second;
-  std::size_t const accounted = free_sum + owned_total + listed_total +
+  std::size_t const accounted = free_sum + claimed_bytes_ + owned_total + listed_total +
                                 static_cast<std::size_t>(cached_total) +
                                 static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));
   if (live_total < 0) fail(me, "live bytes are negative: " + std::to_string(live_total));

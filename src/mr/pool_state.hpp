@@ -273,8 +273,8 @@ class pool_state {
   // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
   // the range has no room for `size` or the device no memory.
   bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // Bytes of the free extent at the end of the range (0 if its end is in use).
-  std::size_t range_tail_locked() const noexcept;
+  // The free extent at the end of the range (extents_.end() if the end is in use).
+  extent_map::iterator range_tail_locked() noexcept;
   std::size_t largest_free_locked() const noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
@@ -311,6 +311,7 @@ class pool_state {
   std::unique_ptr<pool_vrange> vrange_;
   std::mutex vrange_mutex_;
   pool_chunk* vrange_chunk_ = nullptr;
+  std::size_t claimed_bytes_ = 0;  // the range's free end, held out of the extents by a growth
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;

@@ -77,70 +77,78 @@ std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
 
 // --- pool_state's side ---------------------------------------------------------------------------
 
-std::size_t pool_state::range_tail_locked() const noexcept {
-  if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return 0;
+pool_state::extent_map::iterator pool_state::range_tail_locked() noexcept {
+  if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return extents_.end();
   std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
   auto it = extents_.lower_bound(end);
-  if (it == extents_.begin()) return 0;
+  if (it == extents_.begin()) return extents_.end();
   --it;
   bool const free_end = it->second.chunk == vrange_chunk_ && it->second.owner == nullptr &&
                         it->first + it->second.size == end;
-  return free_end ? it->second.size : 0;
+  return free_end ? it : extents_.end();
 }
 
 bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
   std::size_t const granularity = vrange_->granularity();
   std::size_t const chunk = round_up_to(options_.chunk_size, granularity);
-  bool grown = false;
-  // The free end is measured with the mutex held and mapped after with it released: another
-  // thread may carve from the free end meanwhile, so the growth is repeated (a few times) until
-  // the free end holds the request.
-  for (int round = 0; round < 4; ++round) {
-    // What the free end already holds need not be mapped again: that is the point.
-    std::size_t const tail = range_tail_locked();
-    if (tail >= need && grown) return true;
-    std::size_t const taken = held_ + growing_;
-    if (taken > options_.maximum_size) return grown;
-    std::size_t const limit = (options_.maximum_size - taken) / granularity * granularity;
-    std::size_t const missing = round_up_to(need - std::min(need, tail), granularity);
-    std::size_t const step = std::min(
-        {std::max(missing, chunk), round_up_to(need, granularity) + chunk, vrange_->room(), limit});
-    if (step < missing || step == 0) return grown;
-    growing_ += step;
-    lock.unlock();
-    std::unique_lock<std::mutex> range(vrange_mutex_);
-    bool mapped = false;
-    try {
-      // Room may have been taken by a growth that ran while this one waited for vrange_mutex_.
-      if (step <= vrange_->room()) {
-        vrange_->extend(step);
-        mapped = true;
-      }
-    } catch (out_of_memory const&) {
-    } catch (...) {
-      lock.lock();
-      growing_ -= step;
-      throw;
+  std::size_t const taken = held_ + growing_;
+  if (taken > options_.maximum_size) return false;
+  std::size_t const limit = (options_.maximum_size - taken) / granularity * granularity;
+  // What the free end already holds need not be mapped again: that is the point. It is claimed
+  // (taken out of the extents) while the mutex is released for the mapping, so that no other
+  // thread carves it meanwhile and the request fits once the new piece is added behind it.
+  auto const tail = range_tail_locked();
+  std::size_t const tail_bytes = tail != extents_.end() ? tail->second.size : 0;
+  std::size_t const missing = round_up_to(need - std::min(need, tail_bytes), granularity);
+  std::size_t const step = std::min(
+      {std::max(missing, chunk), round_up_to(need, granularity) + chunk, vrange_->room(), limit});
+  if (step < missing || step == 0) return false;
+  std::uintptr_t const claim_at = tail != extents_.end() ? tail->first : 0;
+  std::size_t const claim = tail_bytes;
+  if (claim > 0) erase_extent_locked(tail);
+  claimed_bytes_ += claim;
+  growing_ += step;
+  auto give_back_claim = [&] {
+    claimed_bytes_ -= claim;
+    if (claim > 0) insert_extent_locked(claim_at, claim, nullptr, 0, vrange_chunk_);
+  };
+  lock.unlock();
+  std::unique_lock<std::mutex> range(vrange_mutex_);
+  bool mapped = false;
+  try {
+    // Room may have been taken by a growth that ran while this one waited for vrange_mutex_.
+    if (step <= vrange_->room()) {
+      vrange_->extend(step);
+      mapped = true;
     }
-    lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
+  } catch (out_of_memory const&) {
+  } catch (...) {
+    lock.lock();
     growing_ -= step;
-    if (!mapped) return grown;
-    if (vrange_chunk_ == nullptr) {
-      auto const base = vrange_->base();
-      vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
-    }
-    std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
-    vrange_chunk_->size += step;
-    insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);  // merges with a free end
-    held_ += step;
-    peak_held_ = std::max(peak_held_, held_);
-    misses_since_growth_ = 0;
-    reclaims_since_growth_ = 0;
-    ++upstream_allocations_;
-    grown = true;
+    give_back_claim();
+    throw;
   }
-  return grown;
+  lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
+  growing_ -= step;
+  if (!mapped) {
+    give_back_claim();
+    return false;
+  }
+  if (vrange_chunk_ == nullptr) {
+    auto const base = vrange_->base();
+    vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
+  }
+  std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
+  vrange_chunk_->size += step;
+  insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);
+  give_back_claim();  // merges with the new piece: the free end now holds the request
+  held_ += step;
+  peak_held_ = std::max(peak_held_, held_);
+  misses_since_growth_ = 0;
+  reclaims_since_growth_ = 0;
+  ++upstream_allocations_;
+  return true;
 }
 
 std::size_t pool_state::shrink_range_locked() noexcept {
@@ -148,13 +156,9 @@ std::size_t pool_state::shrink_range_locked() noexcept {
   std::unique_lock<std::mutex> range(vrange_mutex_, std::try_to_lock);
   if (!range) return 0;  // a growth is mapping: leave the range to it
   std::uintptr_t const base = vrange_chunk_->base;
-  std::uintptr_t const end = base + vrange_chunk_->size;
-  auto it = extents_.lower_bound(end);
-  if (it == extents_.begin()) return 0;
-  --it;
-  pool_extent const tail = it->second;
+  auto const it = range_tail_locked();
+  if (it == extents_.end()) return 0;
   std::uintptr_t const start = it->first;
-  if (tail.chunk != vrange_chunk_ || tail.owner != nullptr || start + tail.size != end) return 0;
   std::size_t const released = vrange_->shrink(start - base);
   if (released == 0) return 0;
   erase_extent_locked(it);
