@@ -273,6 +273,7 @@ class pool_state {
   // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
   // the range has no room for `size` or the device no memory.
   bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
+  bool grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size);
   // The free extent at the end of the range (extents_.end() if the end is in use).
   extent_map::iterator range_tail_locked() noexcept;
   std::size_t largest_free_locked() const noexcept;

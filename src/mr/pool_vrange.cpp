@@ -89,6 +89,21 @@ pool_state::extent_map::iterator pool_state::range_tail_locked() noexcept {
 }
 
 bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
+  // Another growth may map its piece between the free end this one claimed and its own piece (it
+  // takes vrange_mutex_ first), and other threads may carve that piece: then the request does not
+  // fit yet, and the growth goes on from the new end.
+  std::size_t const need = pool_round_up(size);
+  bool grown = false;
+  for (int round = 0; round < 8; ++round) {
+    auto const tail = range_tail_locked();
+    if (grown && tail != extents_.end() && tail->second.size >= need) return true;
+    if (!grow_range_once(lock, size)) return grown;
+    grown = true;
+  }
+  return grown;
+}
+
+bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
   std::size_t const granularity = vrange_->granularity();
   std::size_t const chunk = round_up_to(options_.chunk_size, granularity);
