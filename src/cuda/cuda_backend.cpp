@@ -104,7 +104,7 @@ void run_host_function(void* user_data) noexcept {
   }
 }
 
-class cuda_backend final : public device_backend {
+class cuda_backend final : public detail::vmm_backend {
  public:
   cuda_backend() {
     int count = 0;
@@ -365,22 +365,8 @@ class cuda_backend final : public device_backend {
     GPUMEM_CUDA_CHECK(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle");
   }
 
-  // --- virtual memory (cuda_vmm.hpp) ---
-  std::size_t vmm_granularity() override { return vmm_.granularity(); }
-  void* reserve_address_range(std::size_t bytes) override {
-    return vmm_.reserve_address_range(bytes);
-  }
-  void release_address_range(void* base, std::size_t bytes) override {
-    vmm_.release_address_range(base, bytes);
-  }
-  physical_handle create_physical(std::size_t bytes) override {
-    return vmm_.create_physical(bytes);
-  }
-  void release_physical(physical_handle chunk) override { vmm_.release_physical(chunk); }
-  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
-    vmm_.map_physical(address, bytes, chunk);
-  }
-  void unmap(void* address, std::size_t bytes) override { vmm_.unmap(address, bytes); }
+  // --- virtual memory: vmm_backend forwards to vmm_ (cuda_vmm.hpp) ---
+  detail::vmm_registry& vmm() noexcept override { return vmm_; }
 
  private:
   struct pool_slot {

@@ -54,7 +54,7 @@ struct ipc_payload {
 };
 static_assert(sizeof(ipc_payload) <= sizeof(ipc_memory_handle));
 
-class host_backend final : public device_backend {
+class host_backend final : public detail::vmm_backend {
  public:
   explicit host_backend(host_backend_options options)
       : arena_(options.capacity, options.alignment), vmm_(make_host_vmm_operations(arena_)) {}
@@ -356,22 +356,8 @@ class host_backend final : public device_backend {
     ::munmap(mapping.first, mapping.second);
   }
 
-  // --- virtual memory (host_vmm.hpp) ---
-  std::size_t vmm_granularity() override { return vmm_.granularity(); }
-  void* reserve_address_range(std::size_t bytes) override {
-    return vmm_.reserve_address_range(bytes);
-  }
-  void release_address_range(void* base, std::size_t bytes) override {
-    vmm_.release_address_range(base, bytes);
-  }
-  physical_handle create_physical(std::size_t bytes) override {
-    return vmm_.create_physical(bytes);
-  }
-  void release_physical(physical_handle chunk) override { vmm_.release_physical(chunk); }
-  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
-    vmm_.map_physical(address, bytes, chunk);
-  }
-  void unmap(void* address, std::size_t bytes) override { vmm_.unmap(address, bytes); }
+  // --- virtual memory: vmm_backend forwards to vmm_ (host_vmm.hpp) ---
+  detail::vmm_registry& vmm() noexcept override { return vmm_; }
 
  private:
   struct host_range {

@@ -95,4 +95,28 @@ class vmm_registry {
   std::uint64_t next_handle_ = 1;
 };
 
+// The base of both backends: device_backend's virtual-memory calls, forwarded to the backend's
+// registry (which each backend owns, as its operations need the backend's own state).
+class vmm_backend : public device_backend {
+ public:
+  std::size_t vmm_granularity() override { return vmm().granularity(); }
+  void* reserve_address_range(std::size_t bytes) override {
+    return vmm().reserve_address_range(bytes);
+  }
+  void release_address_range(void* base, std::size_t bytes) override {
+    vmm().release_address_range(base, bytes);
+  }
+  physical_handle create_physical(std::size_t bytes) override {
+    return vmm().create_physical(bytes);
+  }
+  void release_physical(physical_handle chunk) override { vmm().release_physical(chunk); }
+  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
+    vmm().map_physical(address, bytes, chunk);
+  }
+  void unmap(void* address, std::size_t bytes) override { vmm().unmap(address, bytes); }
+
+ protected:
+  virtual vmm_registry& vmm() noexcept = 0;
+};
+
 }  // namespace gpumem::detail

@@ -16,10 +16,6 @@ namespace {
 // Growth takes at least chunk_size, and otherwise the request rounded to this step.
 constexpr std::size_t growth_rounding = 2 * MiB;
 
-std::size_t round_up_to(std::size_t value, std::size_t step) {
-  return (value + step - 1) / step * step;
-}
-
 }  // namespace
 
 // --- growth and trim -----------------------------------------------------------------------------
@@ -30,7 +26,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
   if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
   std::size_t const room = options_.maximum_size - taken;
-  std::size_t const fitted = std::min(round_up_to(need, growth_rounding), room);
+  std::size_t const fitted = std::min(pool_round_up_to(need, growth_rounding), room);
   std::size_t const preferred = std::min(std::max(options_.chunk_size, fitted), room);
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
   // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
@@ -71,12 +67,16 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
     upstream_.deallocate(p, got, nullptr);
     throw;
   }
-  held_ += got;
+  note_growth_locked(got);
+  return true;
+}
+
+void pool_state::note_growth_locked(std::size_t bytes) noexcept {
+  held_ += bytes;
   peak_held_ = std::max(peak_held_, held_);
   misses_since_growth_ = 0;
   reclaims_since_growth_ = 0;
   ++upstream_allocations_;
-  return true;
 }
 
 std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {

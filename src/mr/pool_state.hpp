@@ -89,6 +89,10 @@ inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
                 std::memory_order_relaxed);
 }
 
+inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcept {
+  return (value + step - 1) / step * step;
+}
+
 // A stream's share of the pool: blocks freed on it, reusable at once by it and by others only
 // after a fence (one event) recorded after their free has completed. Aligned so that the lists
 // lock, taken by the stream's threads without the pool's mutex, shares no cache line with another
@@ -266,6 +270,8 @@ class pool_state {
   // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
   // maximum size) refuses; the pool's state may have changed either way.
   bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
+  // Counts `bytes` just added to the pool by a growth.
+  void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
   // `shrink_range`, the free end of an expandable pool's range (whole pieces).
   std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true);

@@ -13,20 +13,12 @@
 
 namespace gpumem::detail {
 
-namespace {
-
-std::size_t round_up_to(std::size_t value, std::size_t step) {
-  return (value + step - 1) / step * step;
-}
-
-}  // namespace
-
 pool_vrange::pool_vrange(device_backend& backend, std::size_t capacity)
     : backend_(backend), granularity_(backend.vmm_granularity()), capacity_(0), base_(nullptr) {
   if (granularity_ == 0)
     throw not_supported("pool_resource: the " + std::string(to_string(backend.kind())) +
                         " backend has no virtual memory management (pool_options::expandable)");
-  capacity_ = round_up_to(std::max<std::size_t>(capacity, 1), granularity_);
+  capacity_ = pool_round_up_to(std::max<std::size_t>(capacity, 1), granularity_);
   base_ = backend_.reserve_address_range(capacity_);
 }
 
@@ -106,7 +98,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
 bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
   std::size_t const granularity = vrange_->granularity();
-  std::size_t const chunk = round_up_to(options_.chunk_size, granularity);
+  std::size_t const chunk = pool_round_up_to(options_.chunk_size, granularity);
   std::size_t const taken = held_ + growing_;
   if (taken > options_.maximum_size) return false;
   std::size_t const limit = (options_.maximum_size - taken) / granularity * granularity;
@@ -115,9 +107,10 @@ bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t
   // thread carves it meanwhile and the request fits once the new piece is added behind it.
   auto const tail = range_tail_locked();
   std::size_t const tail_bytes = tail != extents_.end() ? tail->second.size : 0;
-  std::size_t const missing = round_up_to(need - std::min(need, tail_bytes), granularity);
-  std::size_t const step = std::min(
-      {std::max(missing, chunk), round_up_to(need, granularity) + chunk, vrange_->room(), limit});
+  std::size_t const missing = pool_round_up_to(need - std::min(need, tail_bytes), granularity);
+  std::size_t const step =
+      std::min({std::max(missing, chunk), pool_round_up_to(need, granularity) + chunk,
+                vrange_->room(), limit});
   if (step < missing || step == 0) return false;
   std::uintptr_t const claim_at = tail != extents_.end() ? tail->first : 0;
   std::size_t const claim = tail_bytes;
@@ -158,11 +151,7 @@ bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t
   vrange_chunk_->size += step;
   insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);
   give_back_claim();  // merges with the new piece: the free end now holds the request
-  held_ += step;
-  peak_held_ = std::max(peak_held_, held_);
-  misses_since_growth_ = 0;
-  reclaims_since_growth_ = 0;
-  ++upstream_allocations_;
+  note_growth_locked(step);
   return true;
 }
 
