@@ -5,6 +5,7 @@
 
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
+#include <gpumem/core/units.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,6 +14,12 @@
 namespace gpumem::detail {
 
 namespace {
+
+// What a thread takes from the free extents for its stream's arena at a time (at least its batch).
+constexpr std::size_t pool_slab_bytes = 8 * MiB;
+// A stream merges all of its class lists back, under its own lock, at most this often between two
+// growths it makes.
+constexpr std::uint64_t pool_full_drains_per_growth = 8;
 
 std::string hex(std::uintptr_t value) {
   char text[32];
@@ -31,8 +38,9 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   std::uint32_t const want = std::max<std::uint32_t>(1, bin.cap / 2);
   std::uint32_t got = 0;
   {
-    // Blocks this stream freed earlier: only its lists lock, never the pool's mutex.
-    std::lock_guard<std::mutex> lists(s.lists_mutex);
+    // Blocks this stream freed earlier, or carved from its extents: its lock alone, never the
+    // pool's mutex.
+    std::lock_guard<std::mutex> arena(s.mutex);
     auto& list = s.class_lists[cls];
     s.class_used[cls] = s.misses;
     while (got < want && !list.empty()) {
@@ -41,9 +49,53 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
       ++got;
     }
     s.remove_listed(got * size);
+    s.refills.fetch_add(1, std::memory_order_relaxed);
+    if (got == 0) got = carve_own_held(cache, cls, want);
   }
   if (got == 0) got = carve_batch(cache, cls, want);
   pool_bump(cache.counters.cached_bytes, got * size);
+}
+
+std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
+                                         std::uint32_t want) {
+  pool_bin& bin = cache.bins[cls];
+  pool_stream& s = *cache.stream;
+  std::size_t const size = pool_class_size(cls);
+  auto& own = s.extents;
+  // As many blocks as one extent gives (up to `want`): the best fit for all of them, else the
+  // best fit for one.
+  auto carve = [&]() -> std::uint32_t {
+    if (own.empty()) return 0;
+    auto const it = own.best_fit_batch(size, want);
+    if (it == own.extents().end()) return 0;
+    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
+    bin.push_run(own.take(it, n * size), n, size);
+    return n;
+  };
+  if (std::uint32_t n = carve()) return n;
+  split_block const split = split_larger_held(cls, s);
+  if (split.base != 0) {
+    // A block of a larger class of this stream, cut into blocks of this class; the rest goes to
+    // the stream's extents. Cheaper than draining lists to find a fit.
+    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
+    bin.push_run(split.base, n, size);
+    if (split.size > n * size) {
+      std::shared_lock<std::shared_mutex> chunks(chunks_mutex_);
+      give_back_held(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
+    }
+    return n;
+  }
+  // Lists this stream has not used since its previous miss, merged back into its extents.
+  drain_class_lists_held(s, /*cold_only=*/true);
+  if (std::uint32_t n = carve()) return n;
+  // Then all of its lists, a bounded number of times per growth of the stream: merging the lists
+  // in use makes the stream carve them again.
+  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0 ||
+      s.full_drains >= pool_full_drains_per_growth)
+    return 0;
+  ++s.full_drains;
+  drain_class_lists_held(s);
+  return carve();
 }
 
 std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want) {
@@ -52,29 +104,36 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
-  // One carve for the whole batch when an extent is large enough.
-  split_block split{0, 0};
-  if (std::uintptr_t base = want > 1 ? best_fit_locked(want * size, s) : 0) {
-    bin.push_run(base, want, size);
-    return want;
-  }
-  if ((split = split_larger_locked(cls, s)).base != 0) {
-    // A block of a larger class of this stream, cut into blocks of this class; the rest goes
-    // back to the stream's extents. Cheaper than draining every list to find a fit.
-    std::uint32_t const n =
-        static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
-    bin.push_run(split.base, n, size);
-    if (split.size > n * size)
-      give_back_locked(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
+  // A slab of the free extents for the stream's arena: the batch, and with it up to
+  // pool_slab_bytes for the stream's next carves, made under its lock alone.
+  auto const it = free_.best_fit_batch(size, want);
+  if (it != free_.extents().end()) {
+    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
+    std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
+    std::uintptr_t const base = it->first;
+    if (slab > n * size) {
+      // The rest goes to the stream first: that insert may fail (then the slab is just the
+      // batch), the take below cannot.
+      std::lock_guard<std::mutex> arena(s.mutex);
+      try {
+        if (add_extent(s.extents, base + n * size, slab - n * size, s.epoch, it->second.chunk))
+          s.unfenced_bytes += slab - n * size;
+        else
+          slab = n * size;
+      } catch (std::exception const&) {
+        slab = n * size;
+      }
+    }
+    free_.take(it, slab);
+    bin.push_run(base, n, size);
     return n;
   }
-  bin.slots[bin.count++] = obtain(lock, size, s);
+  bin.slots[bin.count++] = obtain(lock, size, s, /*own_tried=*/true);
   return 1;
 }
 
-pool_state::split_block pool_state::split_larger_locked(unsigned cls, pool_stream& s) {
+pool_state::split_block pool_state::split_larger_held(unsigned cls, pool_stream& s) {
   if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return {0, 0};
-  std::lock_guard<std::mutex> lists(s.lists_mutex);
   for (unsigned c = cls + 1; c < num_classes_; ++c) {
     auto& list = s.class_lists[c];
     if (list.empty()) continue;
@@ -94,7 +153,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   // Parked on the stream's own lists (its lists lock only): no other stream may take them until
   // they are drained into extents, so they need no fence now.
   try {
-    std::lock_guard<std::mutex> lists(s.lists_mutex);
+    std::lock_guard<std::mutex> lists(s.mutex);
     auto& list = s.class_lists[cls];
     s.class_used[cls] = s.misses;
     list.reserve(list.size() + move);
@@ -115,7 +174,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
 void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
   pool_stream& s = *cache.stream;
   std::int64_t moved_bytes = 0;
-  std::unique_lock<std::mutex> lists(s.lists_mutex);
+  std::unique_lock<std::mutex> lists(s.mutex);
   for (unsigned c = 0; c < cache.num_classes; ++c) {
     pool_bin& bin = cache.bins[c];
     std::size_t const size = pool_class_size(c);
@@ -125,7 +184,7 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
         s.class_lists[c].push_back(p);
         s.add_listed(size);
       } catch (...) {
-        lists.unlock();  // give_back_locked needs only mutex_, which the caller holds
+        lists.unlock();  // give_back_locked takes the stream's lock itself
         give_back_locked(p, size, s);
         lists.lock();
       }
@@ -141,7 +200,9 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
   {
     std::unique_lock<std::mutex> lock(mutex_);
     ++lock_acquisitions_;
-    p = obtain(lock, size, stream_locked(stream));
+    pool_stream& s = stream_locked(stream);
+    s.refills.fetch_add(1, std::memory_order_relaxed);
+    p = obtain(lock, size, s);
     large_live_ += size;
     large_requested_ += requested;
     ++large_allocations_;
@@ -162,6 +223,9 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
         name() + ": lost " + hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
     return;
   }
+  // The stream's own extents catch a block freed twice on it; another stream's or the free ones
+  // need a look (cached sizes: track_blocks).
+  if (overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size)) return;
   give_back_locked(ptr, size, *s);
   large_live_ -= size;
   large_requested_ -= requested;
@@ -189,6 +253,15 @@ std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) 
 void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   flush_cache_locked(cache);
+  // Only this thread may fence its per-thread default stream: what it parked there goes to the
+  // extents, fenced, now (or free, if the stream is idle), not at the next device synchronisation.
+  if (cache.stream->per_thread) {
+    try {
+      settle_locked(*cache.stream);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": settling a thread's stream at its exit failed: " + e.what());
+    }
+  }
   retired_live_ += cache.counters.live_bytes.load();
   retired_requested_ += cache.counters.requested_bytes.load();
   retired_allocations_ += cache.counters.allocations.load();
@@ -245,9 +318,10 @@ void pool_state::release_stream(stream_handle stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   pool_stream& s = stream_locked(stream);
   drain_class_lists_locked(s);
+  std::uint64_t const upto = cut_epoch_locked(s);
   backend_.synchronize_stream(stream);
   ++synchronizations_;
-  complete_all_fences_locked(s);
+  complete_all_fences_locked(s, upto);
 }
 
 pool_statistics pool_state::statistics() const {
@@ -269,14 +343,14 @@ pool_statistics pool_state::statistics() const {
     st.deallocations += cache->counters.deallocations.load(std::memory_order_relaxed);
   }
   for (auto const& entry : streams_) {
-    st.stream_bytes += entry.second->owned_bytes;
+    st.stream_bytes += entry.second->extents.bytes();
     cached += static_cast<std::int64_t>(entry.second->class_list_bytes.load());
   }
   st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
   st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
   st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
-  st.free_bytes = free_bytes_;
-  st.largest_free_block = largest_free_locked();
+  st.free_bytes = free_.bytes();
+  st.largest_free_block = free_.largest();
   st.events_recorded = events_recorded_;
   st.events_completed = events_completed_;
   st.synchronizations = synchronizations_;

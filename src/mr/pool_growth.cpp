@@ -60,9 +60,14 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   if (p == nullptr) return false;
   auto const base = reinterpret_cast<std::uintptr_t>(p);
   try {
-    pool_chunk& chunk = chunks_.emplace(base, pool_chunk{base, got, 0}).first->second;
-    insert_extent_locked(base, got, nullptr, 0, &chunk);
+    std::unique_lock<std::shared_mutex> chunks(chunks_mutex_);
+    pool_chunk& chunk = chunks_.try_emplace(base).first->second;
+    chunk.base = base;
+    chunk.size = got;
+    chunks.unlock();
+    add_extent(free_, base, got, 0, &chunk);
   } catch (...) {
+    std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
     chunks_.erase(base);
     upstream_.deallocate(p, got, nullptr);
     throw;
@@ -76,6 +81,9 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   peak_held_ = std::max(peak_held_, held_);
   misses_since_growth_ = 0;
   reclaims_since_growth_ = 0;
+  // A stream is quiet until it allocates again.
+  for (auto& entry : streams_)
+    entry.second->refills_seen = entry.second->refills.load(std::memory_order_relaxed);
   ++upstream_allocations_;
 }
 
@@ -89,35 +97,43 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
       ++it;
       continue;
     }
-    auto e = extents_.find(chunk.base);
-    if (e == extents_.end() || e->second.size != chunk.size ||
-        (e->second.owner != nullptr && e->second.owner != stream)) {
+    // The chunk is one free extent, or one extent of `stream` (given back in that stream's
+    // order: the upstream's contract makes it wait for, or order after, the work queued there
+    // before the frees).
+    stream_handle order = nullptr;
+    auto e = free_.extents().find(chunk.base);
+    if (e != free_.extents().end() && e->second.size == chunk.size) {
+      free_.erase(e);
+    } else if (stream != nullptr) {
+      std::lock_guard<std::mutex> arena(stream->mutex);
+      e = stream->extents.extents().find(chunk.base);
+      if (e == stream->extents.extents().end() || e->second.size != chunk.size) {
+        ++it;
+        continue;
+      }
+      stream->extents.erase(e);
+      order = stream->handle;
+    } else {
       ++it;
       continue;
     }
-    // A chunk owned by `stream` goes back in that stream's order: the upstream's contract makes it
-    // wait for (or order after) the work queued there before the frees.
-    stream_handle const order = e->second.owner != nullptr ? stream->handle : nullptr;
-    erase_extent_locked(e);
     upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
     held_ -= chunk.size;
     released += chunk.size;
     ++upstream_deallocations_;
+    std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
     it = chunks_.erase(it);
   }
   return released;
 }
 
-std::size_t pool_state::largest_free_locked() const noexcept {
-  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
-}
-
 void pool_state::throw_out_of_memory_locked(std::size_t size) {
-  std::size_t const largest = largest_free_locked();
+  std::size_t const largest = free_.largest();
+  std::size_t const free_bytes = free_.bytes();
   std::size_t owned = 0;
   std::size_t listed = 0;
   for (auto& entry : streams_) {
-    owned += entry.second->owned_bytes;
+    owned += entry.second->extents.bytes();
     listed += entry.second->class_list_bytes.load();
   }
   std::size_t cached = 0;
@@ -125,8 +141,7 @@ void pool_state::throw_out_of_memory_locked(std::size_t size) {
     cached +=
         static_cast<std::size_t>(std::max<std::int64_t>(0, cache->counters.cached_bytes.load()));
   double const fragmentation =
-      free_bytes_ == 0 ? 0.0
-                       : 1.0 - static_cast<double>(largest) / static_cast<double>(free_bytes_);
+      free_bytes == 0 ? 0.0 : 1.0 - static_cast<double>(largest) / static_cast<double>(free_bytes);
   std::ostringstream detail;
   detail << "requested " << format_bytes(size) << "; held " << format_bytes(held_) << " in "
          << chunks_.size() << " chunks (maximum ";
@@ -135,8 +150,8 @@ void pool_state::throw_out_of_memory_locked(std::size_t size) {
   else
     detail << format_bytes(options_.maximum_size);
   detail << "); largest free block " << format_bytes(largest) << "; free "
-         << format_bytes(free_bytes_) << " in " << free_by_size_.size()
-         << " extents, fragmentation " << static_cast<int>(fragmentation * 100.0 + 0.5)
+         << format_bytes(free_bytes) << " in " << free_.index().size() << " extents, fragmentation "
+         << static_cast<int>(fragmentation * 100.0 + 0.5)
          << "% (1 - largest/free); waiting on streams " << format_bytes(owned + listed)
          << "; in thread caches " << format_bytes(cached);
   throw out_of_memory(size, name(), held_, peak_held_, detail.str());

@@ -55,60 +55,59 @@ void pool_state::check_invariants() const {
   std::string const me = name();
   std::vector<range> ranges;
 
-  // Extents: each in exactly the index of its owner, inside its chunk, granular, maximal.
-  std::size_t free_sum = 0;
-  std::map<pool_stream const*, std::size_t> owned_sum;
+  // Extents: each set's indexes agree; every extent granular, inside its chunk, and maximal (not
+  // adjacent to another of its set in the same chunk); a stream's extents have epochs after its
+  // last completed fence and not from the future.
   std::map<pool_chunk const*, std::size_t> chunk_free;
-  std::size_t indexed = free_by_size_.size();
-  for (auto const& entry : streams_)
-    indexed += entry.second->by_size.size();
-  if (indexed != extents_.size())
-    fail(me, std::to_string(extents_.size()) + " extents but " + std::to_string(indexed) +
-                 " size-index entries");
-  std::uintptr_t prev_end = 0;
-  pool_extent const* prev = nullptr;
-  for (auto const& [addr, e] : extents_) {
-    if (e.size == 0 || e.size % pool_granularity != 0 || addr % pool_granularity != 0)
-      fail(me, "extent " + at(addr) + " has size " + std::to_string(e.size));
-    if (e.chunk == nullptr || addr < e.chunk->base || addr + e.size > e.chunk->base + e.chunk->size)
-      fail(me, "extent " + at(addr) + " is not inside its chunk");
-    auto const& index = e.owner != nullptr ? e.owner->by_size : free_by_size_;
-    if (index.count({e.size, addr}) != 1)
-      fail(me, "extent " + at(addr) + " is missing from its owner's size index");
-    if (prev != nullptr && prev_end == addr && prev->chunk == e.chunk && prev->owner == e.owner)
-      fail(me, "extents ending and starting at " + at(addr) +
-                   " have the same owner but were not merged");
-    if (e.owner != nullptr) {
-      if (e.epoch > e.owner->epoch)
-        fail(me, "extent " + at(addr) + " has an epoch from the future");
-      if (e.epoch <= e.owner->completed)
-        fail(me, "extent " + at(addr) + " is covered by a completed fence but still owned");
-      owned_sum[e.owner] += e.size;
-    } else {
-      free_sum += e.size;
+  auto check_set = [&](pool_extent_set const& set, pool_stream const* owner, range_kind kind) {
+    if (set.index().size() != set.extents().size())
+      fail(me, std::to_string(set.extents().size()) + " extents but " +
+                   std::to_string(set.index().size()) + " size-index entries");
+    std::size_t sum = 0;
+    std::uintptr_t prev_end = 0;
+    pool_chunk const* prev_chunk = nullptr;
+    for (auto const& [addr, e] : set.extents()) {
+      if (e.size == 0 || e.size % pool_granularity != 0 || addr % pool_granularity != 0)
+        fail(me, "extent " + at(addr) + " has size " + std::to_string(e.size));
+      if (e.chunk == nullptr || addr < e.chunk->base ||
+          addr + e.size > e.chunk->base + e.chunk->size)
+        fail(me, "extent " + at(addr) + " is not inside its chunk");
+      if (set.index().count({e.size, addr}) != 1)
+        fail(me, "extent " + at(addr) + " is missing from its size index");
+      if (prev_chunk == e.chunk && prev_end == addr)
+        fail(me, "extents ending and starting at " + at(addr) +
+                     " have the same owner but were not merged");
+      if (owner != nullptr) {
+        if (e.epoch > owner->epoch)
+          fail(me, "extent " + at(addr) + " has an epoch from the future");
+        if (e.epoch <= owner->completed)
+          fail(me, "extent " + at(addr) + " is covered by a completed fence but still owned");
+      }
+      sum += e.size;
+      chunk_free[e.chunk] += e.size;
+      ranges.push_back({addr, e.size, kind});
+      prev_end = addr + e.size;
+      prev_chunk = e.chunk;
     }
-    chunk_free[e.chunk] += e.size;
-    ranges.push_back({addr, e.size, e.owner != nullptr ? range_kind::owned : range_kind::free});
-    prev_end = addr + e.size;
-    prev = &e;
-  }
-  if (free_sum != free_bytes_)
-    fail(me,
-         "free bytes counter " + std::to_string(free_bytes_) + " != " + std::to_string(free_sum));
+    if (sum != set.bytes())
+      fail(me, std::string(owner != nullptr ? "a stream's owned" : "free") + " bytes counter " +
+                   std::to_string(set.bytes()) + " != " + std::to_string(sum));
+    return sum;
+  };
+  std::size_t const free_sum = check_set(free_, nullptr, range_kind::free);
 
+  std::size_t owned_total = 0;
   std::size_t listed_total = 0;
   for (auto const& entry : streams_) {
     pool_stream const& s = *entry.second;
-    if (owned_sum[&s] != s.owned_bytes)
-      fail(me, "a stream's owned bytes " + std::to_string(s.owned_bytes) +
-                   " != " + std::to_string(owned_sum[&s]));
+    std::lock_guard<std::mutex> arena(s.mutex);
+    owned_total += check_set(s.extents, &s, range_kind::owned);
     std::uint64_t last = s.completed;
     for (auto const& fence : s.fences) {
       if (fence.epoch <= last || fence.epoch >= s.epoch) fail(me, "fence epochs out of order");
       last = fence.epoch;
     }
     std::size_t listed = 0;
-    std::lock_guard<std::mutex> lists(s.lists_mutex);
     for (unsigned c = 0; c < num_classes_; ++c)
       for (void* p : s.class_lists[c]) {
         ranges.push_back(
@@ -171,9 +170,6 @@ void pool_state::check_invariants() const {
   if (held != held_)
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
 
-  std::size_t owned_total = 0;
-  for (auto const& entry : owned_sum)
-    owned_total += entry.second;
   std::size_t const accounted = free_sum + claimed_bytes_ + owned_total + listed_total +
                                 static_cast<std::size_t>(cached_total) +
                                 static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));

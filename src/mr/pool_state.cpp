@@ -81,7 +81,7 @@ pool_state::~pool_state() {
   std::lock_guard<std::mutex> lock(mutex_);
   bool pending = false;
   for (auto& entry : streams_)
-    pending |= !entry.second->fences.empty() || entry.second->owned_bytes > 0 ||
+    pending |= !entry.second->fences.empty() || entry.second->extents.bytes() > 0 ||
                entry.second->class_list_bytes.load() > 0;
   try {
     // Memory freed on a stream may still be in use by work queued before the free.
@@ -118,7 +118,7 @@ std::string pool_state::name() const {
   return "pool_resource over " + upstream_.name();
 }
 
-// --- streams -------------------------------------------------------------------------------------
+// --- streams and fences --------------------------------------------------------------------------
 
 pool_stream& pool_state::stream_locked(stream_handle handle) {
   bool const per_thread =
@@ -153,8 +153,12 @@ event_handle pool_state::take_event_locked() {
 // Covers the stream's extents handed back so far. Its class lists stay private to it (blocks
 // drained from them later take the then-current epoch, so a fence never covers a block that was
 // still listed when it was recorded): fencing is one event record, never a walk over the lists.
+// The record happens under the stream's lock, so no extent is handed back between the record and
+// the epoch's increment.
 void pool_state::fence_locked(pool_stream& s) {
-  if (s.unfenced_bytes == 0 || !fenceable(s)) return;
+  if (!fenceable(s)) return;
+  std::lock_guard<std::mutex> arena(s.mutex);
+  if (s.unfenced_bytes == 0) return;
   event_handle event = take_event_locked();
   try {
     backend_.record_event(event, s.handle);
@@ -168,26 +172,35 @@ void pool_state::fence_locked(pool_stream& s) {
   ++events_recorded_;
 }
 
-void pool_state::complete_all_fences_locked(pool_stream& s) {
+std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
+  std::lock_guard<std::mutex> arena(s.mutex);
+  return s.epoch++;
+}
+
+void pool_state::complete_all_fences_locked(pool_stream& s, std::uint64_t upto) {
+  // Fences are recorded only under mutex_, so every fence of `s` predates the cut.
   for (auto& fence : s.fences)
     spare_events_.push_back(fence.event);
   events_completed_ += s.fences.size();
   s.fences.clear();
-  s.unfenced_bytes = 0;
-  release_owner_locked(s, std::numeric_limits<std::uint64_t>::max());
-  ++s.epoch;
+  release_owner_locked(s, upto);
+}
+
+bool pool_state::complete_if_idle_locked(pool_stream& s) {
+  if (!fenceable(s)) return false;
+  std::uint64_t const upto = cut_epoch_locked(s);
+  // An idle stream has finished everything queued before every free handed back up to the cut:
+  // no event is needed for them.
+  if (!backend_.query_stream(s.handle)) return false;
+  complete_all_fences_locked(s, upto);
+  return true;
 }
 
 void pool_state::settle_locked(pool_stream& s) {
   drain_class_lists_locked(s);
-  if (s.owned_bytes == 0 && s.fences.empty()) return;
+  if (s.extents.bytes() == 0 && s.fences.empty()) return;
   if (!fenceable(s)) return;
-  // An idle stream has finished everything queued before every free handed back so far: no
-  // event is needed for them.
-  if (backend_.query_stream(s.handle)) {
-    complete_all_fences_locked(s);
-    return;
-  }
+  if (complete_if_idle_locked(s)) return;
   fence_locked(s);
 }
 
@@ -200,9 +213,9 @@ bool pool_state::poll_stream_locked(pool_stream& s) {
     ++events_completed_;
   }
   if (completed == s.completed) return false;
-  std::size_t const before = free_bytes_;
+  std::size_t const before = free_.bytes();
   release_owner_locked(s, completed);
-  return free_bytes_ != before;
+  return free_.bytes() != before;
 }
 
 bool pool_state::poll_locked() {
@@ -213,153 +226,125 @@ bool pool_state::poll_locked() {
 }
 
 void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
+  std::lock_guard<std::mutex> arena(s.mutex);
   s.completed = std::max(s.completed, std::min(upto, s.epoch));
-  std::vector<std::uintptr_t> ready;
-  for (auto const& key : s.by_size) {
-    auto it = extents_.find(key.second);
-    if (it->second.epoch <= upto) ready.push_back(key.second);
+  auto& owned = s.extents.extents();
+  for (auto it = owned.begin(); it != owned.end();) {
+    if (it->second.epoch > upto) {
+      ++it;
+      continue;
+    }
+    try {
+      // Same chunk, so it is inside one; no overlap with free extents unless the pool is corrupt.
+      add_extent(free_, it->first, it->second.size, 0, it->second.chunk);
+    } catch (std::exception const& e) {
+      log(log_level::error, name() + ": could not free " + hex(it->first) + ": " + e.what());
+      ++it;
+      continue;
+    }
+    it = s.extents.erase(it);
   }
-  for (std::uintptr_t addr : ready) {
-    auto it = extents_.find(addr);
-    pool_extent const e = it->second;
-    erase_extent_locked(it);
-    insert_extent_locked(addr, e.size, nullptr, 0, e.chunk);
-  }
+  // Unfenced bytes are among those the stream still owns.
+  s.unfenced_bytes = std::min(s.unfenced_bytes, s.extents.bytes());
 }
 
 void pool_state::drain_class_lists_locked(pool_stream& s, bool cold_only) {
   if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
-  std::lock_guard<std::mutex> lists(s.lists_mutex);
+  std::lock_guard<std::mutex> arena(s.mutex);
+  drain_class_lists_held(s, cold_only);
+}
+
+void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
+  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
+  if (cold_only) ++s.misses;
+  std::shared_lock<std::shared_mutex> chunks(chunks_mutex_);
   for (unsigned c = 0; c < num_classes_; ++c) {
-    if (cold_only && s.class_used[c] >= s.misses) continue;
+    if (cold_only && s.class_used[c] + 1 >= s.misses) continue;
     auto& list = s.class_lists[c];
     std::size_t const size = pool_class_size(c);
     while (!list.empty()) {
-      auto const addr = reinterpret_cast<std::uintptr_t>(list.back());
-      if (insert_extent_locked(addr, size, &s, s.epoch, chunk_of_locked(addr)))
-        s.unfenced_bytes += size;  // not covered by any fence recorded while it was listed
+      give_back_held(list.back(), size, s);
       list.pop_back();
       s.remove_listed(size);
     }
   }
-  if (cold_only) ++s.misses;
+}
+
+void pool_state::give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept {
+  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
+  try {
+    // Not covered by any fence recorded before: it takes the current epoch.
+    if (add_extent(s.extents, addr, size, s.epoch, chunk_of(addr))) s.unfenced_bytes += size;
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": could not take back " + hex(addr) + ": " + e.what());
+  }
 }
 
 // --- extents -------------------------------------------------------------------------------------
 
-pool_chunk* pool_state::chunk_of_locked(std::uintptr_t addr) noexcept {
+pool_chunk* pool_state::chunk_of(std::uintptr_t addr) noexcept {
   auto it = chunks_.upper_bound(addr);
   if (it == chunks_.begin()) return nullptr;
   --it;
   return addr < it->second.base + it->second.size ? &it->second : nullptr;
 }
 
-bool pool_state::insert_extent_locked(std::uintptr_t addr, std::size_t size, pool_stream* owner,
-                                      std::uint64_t epoch, pool_chunk* chunk) {
-  if (chunk == nullptr || addr + size > chunk->base + chunk->size) {
-    log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
-                              " B) is not inside a chunk of this pool; ignored");
-    return false;
+bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size_t size,
+                            std::uint64_t epoch, pool_chunk* chunk) {
+  switch (set.insert(addr, size, epoch, chunk)) {
+    case pool_extent_set::insert_result::inserted:
+      return true;
+    case pool_extent_set::insert_result::outside_chunk:
+      log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
+                                " B) is not inside a chunk of this pool; ignored");
+      return false;
+    case pool_extent_set::insert_result::overlaps:
+      break;
   }
-  auto next = extents_.lower_bound(addr);
-  auto prev = next == extents_.begin() ? extents_.end() : std::prev(next);
-  if ((next != extents_.end() && next->first < addr + size) ||
-      (prev != extents_.end() && prev->first + prev->second.size > addr)) {
-    log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
-                              " B) overlaps free memory (double free or wrong size); ignored");
-    return false;
-  }
-  chunk->free_bytes += size;
-  if (owner != nullptr)
-    owner->owned_bytes += size;
-  else
-    free_bytes_ += size;
-  std::uintptr_t start = addr;
-  std::size_t total = size;
-  if (prev != extents_.end() && prev->first + prev->second.size == addr &&
-      prev->second.chunk == chunk && prev->second.owner == owner) {
-    index_of(owner).erase({prev->second.size, prev->first});
-    start = prev->first;
-    total += prev->second.size;
-    epoch = std::max(epoch, prev->second.epoch);
-    extents_.erase(prev);
-  }
-  if (next != extents_.end() && next->first == addr + size && next->second.chunk == chunk &&
-      next->second.owner == owner) {
-    index_of(owner).erase({next->second.size, next->first});
-    total += next->second.size;
-    epoch = std::max(epoch, next->second.epoch);
-    next = extents_.erase(next);
-  }
-  extents_.emplace_hint(next, start, pool_extent{total, owner, epoch, chunk});
-  index_of(owner).emplace(total, start);
-  return true;
-}
-
-void pool_state::erase_extent_locked(extent_map::iterator it) {
-  pool_extent const& e = it->second;
-  index_of(e.owner).erase({e.size, it->first});
-  e.chunk->free_bytes -= e.size;
-  if (e.owner != nullptr)
-    e.owner->owned_bytes -= e.size;
-  else
-    free_bytes_ -= e.size;
-  extents_.erase(it);
+  log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
+                            " B) overlaps free memory (double free or wrong size); ignored");
+  return false;
 }
 
 std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
-  auto own = s.by_size.lower_bound({size, 0});
-  auto any = free_by_size_.lower_bound({size, 0});
-  std::uintptr_t addr = 0;
-  if (own != s.by_size.end() && (any == free_by_size_.end() || own->first <= any->first))
-    addr = own->second;
-  else if (any != free_by_size_.end())
-    addr = any->second;
-  else
-    return 0;
-  auto it = extents_.find(addr);
-  pool_extent const e = it->second;
-  erase_extent_locked(it);
-  if (e.size > size) {
-    // The rest keeps its owner and epoch; its neighbours were not mergeable before, nor now.
-    std::uintptr_t const rest = addr + size;
-    extents_.emplace(rest, pool_extent{e.size - size, e.owner, e.epoch, e.chunk});
-    index_of(e.owner).emplace(e.size - size, rest);
-    e.chunk->free_bytes += e.size - size;
-    if (e.owner != nullptr)
-      e.owner->owned_bytes += e.size - size;
-    else
-      free_bytes_ += e.size - size;
-  }
-  return addr;
+  std::lock_guard<std::mutex> arena(s.mutex);
+  auto const own = s.extents.best_fit(size);
+  auto const any = free_.best_fit(size);
+  bool const has_own = own != s.extents.extents().end();
+  bool const has_any = any != free_.extents().end();
+  if (has_own && (!has_any || own->second.size <= any->second.size))
+    return s.extents.take(own, size);
+  if (has_any) return free_.take(any, size);
+  return 0;
 }
 
-// The slow path for one block, cheapest and least disruptive first:
-//   1. memory the calling stream may use at once: its extents and the free ones, its extents
-//      released if it is idle, its cold class lists merged back (lists it has not used since its
-//      previous miss: merging the lists in use would only make it carve them again), extents of
-//      any stream whose fences have completed;
+// The slow path for one block, with mutex_ held, cheapest and least disruptive first (own_tried:
+// the calling thread has just tried the stream's extents and lists under its lock alone):
+//   1. memory the calling stream may use at once: its extents and the free ones, a free extent
+//      that merged with its own holds the request, its cold class lists (lists it has not used
+//      since its previous miss: merging the lists in use would only make it carve them again),
+//      extents of any stream whose fences have completed. The stream's own extents stay its own
+//      even when it is idle: released to the free ones, they would come back only one slab at a
+//      time, each under the mutex;
 //   2. (a pool that keeps missing grows instead of merging again: pool_thrash_misses)
-//      all of the calling thread's caches and stream's lists, and the stream's work if it is idle;
-//   3. other streams' parked blocks (class lists and extents), when they are at least half of
-//      what the pool holds, at most once per growth: reclaiming walks every other stream's lists
-//      into extents under the mutex (every thread that needs it waits meanwhile) and leaves those
-//      streams to refill by carving. Done on every miss, it made threads on separate streams
-//      serialise; skipped while others park little, the pool grows instead and each stream keeps
-//      what it uses (what a per-stream pool holds), while a stream that only frees what another
-//      allocates (producer and consumer) is still drained long before the pool doubles;
+//      all of the calling thread's caches and stream's lists;
+//   3. the parked blocks (class lists and extents) of quiet streams, those that have not
+//      allocated since the pool last grew, when they are at least half of what the pool holds,
+//      at most once per growth. Taking the blocks of a stream that is still allocating only
+//      moves the miss to it (and every thread that needs the mutex waits while its lists are
+//      walked): the pool grows instead and each stream keeps what it uses (what a per-stream
+//      pool holds), while a stream that only frees what another allocates (producer and
+//      consumer) is still drained long before the pool doubles;
 //   4. growth (the upstream's call without the mutex), after giving back chunks too small for the
 //      request;
 //   5. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
-void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s) {
+void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
+                         bool own_tried) {
   if (void* p = fit_locked(size, s)) return p;
-  // An idle stream's extents are free for all: released, they merge with free neighbours. One
-  // stream query, and the class lists stay as they are.
-  if ((s.owned_bytes > 0 || !s.fences.empty()) && fenceable(s) && backend_.query_stream(s.handle)) {
-    complete_all_fences_locked(s);
+  // Free extents next to the stream's own merge with them: a fit may straddle the two.
+  if (adopt_for_fit_locked(s, size))
     if (void* p = fit_locked(size, s)) return p;
-  }
-  if (s.class_list_bytes.load(std::memory_order_relaxed) > 0) {
+  if (!own_tried && s.class_list_bytes.load(std::memory_order_relaxed) > 0) {
     drain_class_lists_locked(s, /*cold_only=*/true);
     if (void* p = fit_locked(size, s)) return p;
   }
@@ -369,76 +354,128 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // carving it up again on every miss costs far more than one more chunk.
   if (misses_since_growth_ >= pool_thrash_misses) {
     if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr, false);
-    if (grow(lock, size))
+    if (grow(lock, size)) {
+      reset_full_drains(s);
       if (void* p = fit_locked(size, s)) return p;
+    }
   }
   ++misses_since_growth_;
   flush_calling_thread_locked();
   drain_class_lists_locked(s);
-  settle_locked(s);
+  adopt_for_fit_locked(s, size);
   poll_locked();
   if (void* p = fit_locked(size, s)) return p;
-  bool reclaimed = false;
-  if (reclaims_since_growth_ == 0 && parked_by_others_locked(s) >= held_ / 2) {
-    reclaimed = true;
-    if (void* p = reclaim_other_streams_locked(size, s)) return p;
-  }
+  std::size_t const parked = reclaims_since_growth_ == 0 ? parked_by_quiet_others_locked(s) : 0;
+  if (parked > 0 && parked >= held_ / 2)
+    if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/true)) return p;
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
   if (options_.trim_before_growth) trim_locked(fenceable(s) ? &s : nullptr, false);
-  if (grow(lock, size))
+  if (grow(lock, size)) {
+    reset_full_drains(s);
     if (void* p = fit_locked(size, s)) return p;
-  if (!reclaimed)
-    if (void* p = reclaim_other_streams_locked(size, s)) return p;
+  }
+  if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/false)) return p;
   // Last resort: other threads flush at their next call; wait for every stream so that every
   // extent handed back so far is free for all.
   flush_request_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::pair<pool_stream*, std::uint64_t>> cuts;
+  cuts.reserve(streams_.size());
+  for (auto& entry : streams_)
+    cuts.emplace_back(entry.second.get(), cut_epoch_locked(*entry.second));
   backend_.synchronize();
   ++synchronizations_;
-  for (auto& entry : streams_)
-    complete_all_fences_locked(*entry.second);
+  for (auto const& [stream, upto] : cuts)
+    complete_all_fences_locked(*stream, upto);
   if (void* p = fit_locked(size, s)) return p;
   if (trim_locked() > 0 && grow(lock, size))
     if (void* p = fit_locked(size, s)) return p;
   throw_out_of_memory_locked(size);
 }
 
-std::size_t pool_state::parked_by_others_locked(pool_stream const& s) const noexcept {
+std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) const noexcept {
   std::size_t parked = 0;
-  for (auto const& entry : streams_)
-    if (entry.second.get() != &s)
-      parked += entry.second->owned_bytes + entry.second->class_list_bytes.load();
+  for (auto const& entry : streams_) {
+    pool_stream const& other = *entry.second;
+    if (&other != &s && quiet(other))
+      parked += other.extents.bytes() + other.class_list_bytes.load();
+  }
   return parked;
 }
 
-void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s) {
+void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
   ++reclaims_;
   ++reclaims_since_growth_;
   for (auto& entry : streams_)
-    if (entry.second.get() != &s) {
-      drain_class_lists_locked(*entry.second);
+    if (entry.second.get() != &s && (!quiet_only || quiet(*entry.second)))
       settle_locked(*entry.second);
-    }
   poll_locked();
   return fit_locked(size, s);
 }
 
-void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
-  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
-  try {
-    if (insert_extent_locked(addr, size, &s, s.epoch, chunk_of_locked(addr)))
-      s.unfenced_bytes += size;
-  } catch (std::exception const& e) {
-    log(log_level::error, name() + ": could not take back " + hex(addr) + ": " + e.what());
+void pool_state::reset_full_drains(pool_stream& s) noexcept {
+  std::lock_guard<std::mutex> arena(s.mutex);
+  s.full_drains = 0;
+}
+
+bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
+  std::lock_guard<std::mutex> arena(s.mutex);
+  if (s.extents.empty() || free_.empty()) return false;
+  auto const& own = s.extents.extents();
+  for (auto it = free_.extents().begin(); it != free_.extents().end(); ++it) {
+    std::uintptr_t const addr = it->first;
+    pool_extent const e = it->second;
+    std::size_t merged = e.size;
+    auto const next = own.lower_bound(addr);
+    if (next != own.end() && next->first == addr + e.size && next->second.chunk == e.chunk)
+      merged += next->second.size;
+    if (next != own.begin()) {
+      auto const prev = std::prev(next);
+      if (prev->first + prev->second.size == addr && prev->second.chunk == e.chunk)
+        merged += prev->second.size;
+    }
+    if (merged == e.size || merged < size) continue;
+    // Merging with a neighbour reuses its nodes: once the erase is done the insert cannot fail.
+    free_.erase(it);
+    if (add_extent(s.extents, addr, e.size, s.epoch, e.chunk)) s.unfenced_bytes += e.size;
+    return true;
   }
+  return false;
+}
+
+bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
+  auto overlaps = [&](pool_extent_set const& set) {
+    auto const& extents = set.extents();
+    auto next = extents.lower_bound(addr);
+    if (next != extents.end() && next->first < addr + size) return true;
+    return next != extents.begin() && std::prev(next)->first + std::prev(next)->second.size > addr;
+  };
+  bool found = overlaps(free_);
+  for (auto it = streams_.begin(); !found && it != streams_.end(); ++it) {
+    std::lock_guard<std::mutex> arena(it->second->mutex);
+    found = overlaps(it->second->extents);
+  }
+  if (found)
+    log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
+                              " B) overlaps free memory (double free or wrong size); ignored");
+  return found;
+}
+
+void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
+  std::lock_guard<std::mutex> arena(s.mutex);
+  give_back_held(ptr, size, s);
 }
 
 void pool_state::after_give_back_locked(pool_stream& s) noexcept {
   // With a single stream nobody waits for a fence; with several, one event per fence_bytes freed.
   // Only this stream's fences are polled here: walking every stream on each batch is what made
   // threads on separate streams serialise; the slow path polls them all when someone runs short.
-  if (streams_.size() < 2 || s.unfenced_bytes < options_.fence_bytes || !fenceable(s)) return;
+  if (streams_.size() < 2 || !fenceable(s)) return;
+  {
+    std::lock_guard<std::mutex> arena(s.mutex);
+    if (s.unfenced_bytes < options_.fence_bytes) return;
+  }
   try {
     fence_locked(s);
     poll_stream_locked(s);

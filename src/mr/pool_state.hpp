@@ -2,14 +2,21 @@
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
 // end (chunks, free extents, per-stream ownership and fences, pool_state.cpp). Locks:
-//   * pool_state::mutex_ guards the back end (chunks, extents, fences, the stream table);
-//   * each pool_stream::lists_mutex guards that stream's class lists, so that a thread cache
-//     refilling from or overflowing to its stream's lists never takes the pool's mutex (with one
-//     thread per stream, that lock is never contended);
-//   * order: mutex_ before any lists_mutex; a lists_mutex is never held while taking mutex_.
+//   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
+//   * each pool_stream::mutex guards that stream's arena: its class lists and its extents. A
+//     thread cache refills from and overflows to its stream's lists, and carves new blocks from
+//     its stream's extents, under that lock alone: with one thread per stream, only the pool's
+//     slow paths (polls, reclaims, fences, trim, validation) ever wait for it, and threads on
+//     separate streams do not meet until a stream's arena runs dry;
+//   * chunks_mutex_ (shared) lets a stream look chunks up without mutex_; growth and trim take it
+//     exclusively, with mutex_ held, to change the chunk table;
+//   * order: mutex_, then a stream's lock (several only with mutex_ held), then chunks_mutex_. A
+//     stream's lock is never held while taking mutex_.
 // A pool_thread_cache is touched only by its thread, except by the pool's destructor and by thread
 // exit (both under the registry mutex).
 #pragma once
+
+#include "pool_extents.hpp"
 
 #include <gpumem/mr/detail/pool_size_classes.hpp>
 #include <gpumem/mr/pool_resource.hpp>
@@ -20,7 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -29,13 +36,6 @@
 namespace gpumem::detail {
 
 class pool_state;
-
-struct pool_chunk {
-  std::uintptr_t base = 0;
-  std::size_t size = 0;
-  std::size_t free_bytes = 0;  // in extents (free or stream-owned)
-  bool mapped = false;         // the virtual range of an expandable pool, not an upstream chunk
-};
 
 // The virtual address range of an expandable pool (pool_options::expandable): reserved once,
 // backed from its start by physical pieces mapped one after another, so the mapped part is always
@@ -74,8 +74,6 @@ class pool_vrange {
   std::vector<piece> pieces_;
 };
 
-using pool_size_index = std::set<std::pair<std::size_t, std::uintptr_t>>;
-
 struct pool_fence {
   event_handle event = nullptr;
   std::uint64_t epoch = 0;  // extents with this epoch or lower are covered
@@ -93,45 +91,48 @@ inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcep
   return (value + step - 1) / step * step;
 }
 
-// A stream's share of the pool: blocks freed on it, reusable at once by it and by others only
-// after a fence (one event) recorded after their free has completed. Aligned so that the lists
-// lock, taken by the stream's threads without the pool's mutex, shares no cache line with another
-// stream's.
+// A stream's share of the pool (its arena): blocks freed on it, reusable at once by it and by
+// others only after a fence (one event) recorded after their free has completed. Aligned so that
+// its lock, taken by the stream's threads without the pool's mutex, shares no cache line with
+// another stream's.
 struct alignas(64) pool_stream {
   stream_handle handle = nullptr;
   std::thread::id thread;  // the owner of a per-thread default stream; empty otherwise
   bool per_thread = false;
-  std::uint64_t epoch = 1;      // given to extents handed back now
-  std::uint64_t completed = 0;  // every extent with epoch <= completed is safe for all streams
+  // Under the pool's mutex: fences recorded and not yet seen complete, oldest first, and the
+  // epoch up to which every extent is safe for all streams.
   std::deque<pool_fence> fences;
-  pool_size_index by_size;         // the extents this stream owns
-  std::size_t owned_bytes = 0;     // bytes of those extents
+  std::uint64_t completed = 0;
+
+  // The arena, under `mutex` (epoch is written with the pool's mutex held as well).
+  alignas(64) mutable std::mutex mutex;
+  std::uint64_t epoch = 1;         // given to extents handed back now
+  pool_extent_set extents;         // owned by this stream: reusable by it at once
   std::size_t unfenced_bytes = 0;  // extents handed back since the last fence
   // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no
-  // fence covers them: they join the extents, at the then-current epoch, when some stream runs
-  // short). Guarded by lists_mutex; class_list_bytes is also read without it, as a hint.
-  alignas(64) mutable std::mutex lists_mutex;
+  // fence covers them: they join the extents, at the then-current epoch, when the stream runs
+  // short). class_list_bytes is also read without the lock, as a hint.
   std::vector<std::vector<void*>> class_lists;
-  // Cold lists: `misses` counts the stream's slow-path misses, and class_used[c] is its value when
-  // list c was last refilled from or overflowed to. A list unused since the previous miss is cold:
-  // a miss merges cold lists back into extents and leaves the lists in use alone (merging those
-  // only makes the stream carve them again at once). misses is written with mutex_ held as well.
+  // Cold lists: `misses` counts the stream's misses, and class_used[c] is its value when list c
+  // was last refilled from or overflowed to. A list unused since the previous miss is cold: a miss
+  // merges cold lists back into extents and leaves the lists in use alone (merging those only
+  // makes the stream carve them again at once).
   std::uint64_t misses = 0;
   std::vector<std::uint64_t> class_used;
   std::atomic<std::size_t> class_list_bytes{0};
+  // Allocation activity: refills of its threads' caches and large allocations (relaxed
+  // increments); a stream whose count has not moved since the pool last grew is quiet.
+  std::atomic<std::uint64_t> refills{0};
+  std::uint64_t refills_seen = 0;  // under the pool's mutex: refills when the pool last grew
+  // Misses that merged all of its lists back under its lock alone since it last grew the pool
+  // (under `mutex`).
+  std::uint64_t full_drains = 0;
 
   void add_listed(std::size_t delta) noexcept { pool_bump(class_list_bytes, delta); }
   void remove_listed(std::size_t delta) noexcept {
     class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
                            std::memory_order_relaxed);
   }
-};
-
-struct pool_extent {
-  std::size_t size = 0;
-  pool_stream* owner = nullptr;  // null: free for every stream
-  std::uint64_t epoch = 0;
-  pool_chunk* chunk = nullptr;
 };
 
 inline constexpr std::uint32_t pool_bin_slots = 32;
@@ -226,43 +227,71 @@ class pool_state {
   std::mutex& mutex() const noexcept { return mutex_; }
 
  private:
-  using extent_map = std::map<std::uintptr_t, pool_extent>;
+  using extent_map = pool_extent_set::map;
 
   pool_stream& stream_locked(stream_handle handle);
   bool fenceable(pool_stream const& s) const noexcept;
-  pool_size_index& index_of(pool_stream* owner) noexcept {
-    return owner != nullptr ? owner->by_size : free_by_size_;
-  }
-  pool_chunk* chunk_of_locked(std::uintptr_t addr) noexcept;
-  bool insert_extent_locked(std::uintptr_t addr, std::size_t size, pool_stream* owner,
-                            std::uint64_t epoch, pool_chunk* chunk);
-  void erase_extent_locked(extent_map::iterator it);
+  // The chunk holding `addr` (null if none): with mutex_ or chunks_mutex_ held.
+  pool_chunk* chunk_of(std::uintptr_t addr) noexcept;
+  // Adds a range to a set of extents; logs and drops it if it is outside every chunk or overlaps
+  // free memory (a double free or a wrong size). False then.
+  bool add_extent(pool_extent_set& set, std::uintptr_t addr, std::size_t size, std::uint64_t epoch,
+                  pool_chunk* chunk);
+  // Best fit for `size` over `s`'s extents and the free ones (the smaller fit wins); takes `s`'s
+  // lock. 0 if none fits.
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
-  // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
-  void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s);
-  // Drains every other stream's class lists and settles those streams (see obtain); then
-  // the best fit for `size` (null if none).
-  void* reclaim_other_streams_locked(std::size_t size, pool_stream& s);
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));
   }
-  // Bytes in other streams' class lists and extents.
-  std::size_t parked_by_others_locked(pool_stream const& s) const noexcept;
+  // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
+  void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
+               bool own_tried = false);
+  // Drains the class lists of the other streams (the quiet ones, or all) and settles those
+  // streams (see obtain); then the best fit for `size` (null if none).
+  void* reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only);
+  // Moves into `s`'s extents one free extent that, merged with its neighbours there, holds `size`
+  // bytes (free memory may go to any stream at once); takes `s`'s lock. True if one moved.
+  bool adopt_for_fit_locked(pool_stream& s, std::size_t size);
+  // The stream grew the pool: it may merge all of its lists back again (takes its lock).
+  void reset_full_drains(pool_stream& s) noexcept;
+  // True (and logs) if [addr, addr + size) overlaps a free or stream-owned extent of any stream:
+  // a double free or a wrong size. Takes the streams' locks.
+  bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
+  // Bytes in the class lists and extents of the other streams that have not allocated since the
+  // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
+  std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
+  static bool quiet(pool_stream const& s) noexcept {
+    return s.refills.load(std::memory_order_relaxed) == s.refills_seen;
+  }
+  // --- a stream's arena, with its lock held (the *_held functions; no mutex_ needed) ---
+  // Carves up to `want` blocks of class `cls` from the cache's stream's extents (and cold lists)
+  // into the cache's bin; returns how many.
+  std::uint32_t carve_own_held(pool_thread_cache& cache, unsigned cls, std::uint32_t want);
   // A block of a larger class taken from `s`'s class lists: its address and size (0, 0 if none).
   struct split_block {
     std::uintptr_t base;
     std::size_t size;
   };
-  split_block split_larger_locked(unsigned cls, pool_stream& s);
+  split_block split_larger_held(unsigned cls, pool_stream& s);
+  // Hands [ptr, ptr + size) back to `s`'s extents (with chunks_mutex_ or mutex_ held as well).
+  void give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept;
+  // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
+  void drain_class_lists_held(pool_stream& s, bool cold_only = false);
+  // --- streams and fences (mutex_ held; they take the stream's lock) ---
   void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
   void after_give_back_locked(pool_stream& s) noexcept;
-  // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
   void settle_locked(pool_stream& s);
-  // `s` has finished all its work (it is idle or was synchronised): every fence has completed and
-  // everything freed on it so far may go to any stream.
-  void complete_all_fences_locked(pool_stream& s);
+  // Starts a new epoch on `s` and returns the last one: a stream query or synchronisation made
+  // after this covers every extent of `s` with an epoch up to the value returned (extents handed
+  // back meanwhile, by threads working on `s` without mutex_, get a later epoch).
+  std::uint64_t cut_epoch_locked(pool_stream& s);
+  // `s` has finished all its work up to epoch `upto` (it was idle or synchronised after
+  // cut_epoch_locked): every fence has completed and those extents go to every stream.
+  void complete_all_fences_locked(pool_stream& s, std::uint64_t upto);
+  // Queries `s`; when idle, completes everything it was given back. True then.
+  bool complete_if_idle_locked(pool_stream& s);
   bool poll_locked();
   bool poll_stream_locked(pool_stream& s);
   void release_owner_locked(pool_stream& s, std::uint64_t upto);
@@ -280,9 +309,8 @@ class pool_state {
   // the range has no room for `size` or the device no memory.
   bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
   bool grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // The free extent at the end of the range (extents_.end() if the end is in use).
+  // The free extent at the end of the range (free_.extents().end() if the end is in use).
   extent_map::iterator range_tail_locked() noexcept;
-  std::size_t largest_free_locked() const noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
 
@@ -299,13 +327,12 @@ class pool_state {
   // options, flush_request_), and a lock word on the same line would turn each refill or overflow
   // into a cache miss for all the other threads.
   alignas(64) mutable std::mutex mutex_;
-  std::map<std::uintptr_t, pool_chunk> chunks_;
-  extent_map extents_;
-  pool_size_index free_by_size_;
-  std::size_t free_bytes_ = 0;  // bytes of extents owned by no stream
+  std::map<std::uintptr_t, pool_chunk> chunks_;  // changed with chunks_mutex_ held as well
+  pool_extent_set free_;                         // extents free for every stream
   std::map<std::pair<stream_handle, std::thread::id>, std::unique_ptr<pool_stream>> streams_;
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
+  mutable std::shared_mutex chunks_mutex_;
   std::uint64_t misses_since_growth_ = 0;  // slow-path misses that merged everything back
   std::uint64_t reclaims_since_growth_ = 0;
   std::uint64_t reclaims_ = 0;

@@ -70,14 +70,14 @@ std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
 // --- pool_state's side ---------------------------------------------------------------------------
 
 pool_state::extent_map::iterator pool_state::range_tail_locked() noexcept {
-  if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return extents_.end();
+  auto& free = free_.extents();
+  if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return free.end();
   std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
-  auto it = extents_.lower_bound(end);
-  if (it == extents_.begin()) return extents_.end();
+  auto it = free.lower_bound(end);
+  if (it == free.begin()) return free.end();
   --it;
-  bool const free_end = it->second.chunk == vrange_chunk_ && it->second.owner == nullptr &&
-                        it->first + it->second.size == end;
-  return free_end ? it : extents_.end();
+  bool const free_end = it->second.chunk == vrange_chunk_ && it->first + it->second.size == end;
+  return free_end ? it : free.end();
 }
 
 bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
@@ -88,7 +88,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   bool grown = false;
   for (int round = 0; round < 8; ++round) {
     auto const tail = range_tail_locked();
-    if (grown && tail != extents_.end() && tail->second.size >= need) return true;
+    if (grown && tail != free_.extents().end() && tail->second.size >= need) return true;
     if (!grow_range_once(lock, size)) return grown;
     grown = true;
   }
@@ -106,20 +106,21 @@ bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t
   // (taken out of the extents) while the mutex is released for the mapping, so that no other
   // thread carves it meanwhile and the request fits once the new piece is added behind it.
   auto const tail = range_tail_locked();
-  std::size_t const tail_bytes = tail != extents_.end() ? tail->second.size : 0;
+  bool const has_tail = tail != free_.extents().end();
+  std::size_t const tail_bytes = has_tail ? tail->second.size : 0;
   std::size_t const missing = pool_round_up_to(need - std::min(need, tail_bytes), granularity);
   std::size_t const step =
       std::min({std::max(missing, chunk), pool_round_up_to(need, granularity) + chunk,
                 vrange_->room(), limit});
   if (step < missing || step == 0) return false;
-  std::uintptr_t const claim_at = tail != extents_.end() ? tail->first : 0;
+  std::uintptr_t const claim_at = has_tail ? tail->first : 0;
   std::size_t const claim = tail_bytes;
-  if (claim > 0) erase_extent_locked(tail);
+  if (claim > 0) free_.erase(tail);
   claimed_bytes_ += claim;
   growing_ += step;
   auto give_back_claim = [&] {
     claimed_bytes_ -= claim;
-    if (claim > 0) insert_extent_locked(claim_at, claim, nullptr, 0, vrange_chunk_);
+    if (claim > 0) add_extent(free_, claim_at, claim, 0, vrange_chunk_);
   };
   lock.unlock();
   std::unique_lock<std::mutex> range(vrange_mutex_);
@@ -143,13 +144,19 @@ bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t
     give_back_claim();
     return false;
   }
-  if (vrange_chunk_ == nullptr) {
-    auto const base = vrange_->base();
-    vrange_chunk_ = &chunks_.emplace(base, pool_chunk{base, 0, 0, true}).first->second;
+  std::uintptr_t start = 0;
+  {
+    std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
+    if (vrange_chunk_ == nullptr) {
+      auto const base = vrange_->base();
+      vrange_chunk_ = &chunks_.try_emplace(base).first->second;
+      vrange_chunk_->base = base;
+      vrange_chunk_->mapped = true;
+    }
+    start = vrange_chunk_->base + vrange_chunk_->size;
+    vrange_chunk_->size += step;
   }
-  std::uintptr_t const start = vrange_chunk_->base + vrange_chunk_->size;
-  vrange_chunk_->size += step;
-  insert_extent_locked(start, step, nullptr, 0, vrange_chunk_);
+  add_extent(free_, start, step, 0, vrange_chunk_);
   give_back_claim();  // merges with the new piece: the free end now holds the request
   note_growth_locked(step);
   return true;
@@ -161,14 +168,13 @@ std::size_t pool_state::shrink_range_locked() noexcept {
   if (!range) return 0;  // a growth is mapping: leave the range to it
   std::uintptr_t const base = vrange_chunk_->base;
   auto const it = range_tail_locked();
-  if (it == extents_.end()) return 0;
+  if (it == free_.extents().end()) return 0;
   std::uintptr_t const start = it->first;
   std::size_t const released = vrange_->shrink(start - base);
   if (released == 0) return 0;
-  erase_extent_locked(it);
+  free_.cut_back(it, released);  // released never exceeds the free end
+  std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
   vrange_chunk_->size -= released;
-  if (start < base + vrange_chunk_->size)
-    insert_extent_locked(start, base + vrange_chunk_->size - start, nullptr, 0, vrange_chunk_);
   held_ -= released;
   ++upstream_deallocations_;
   if (vrange_chunk_->size == 0) {

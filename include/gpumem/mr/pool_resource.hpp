@@ -83,11 +83,12 @@ struct pool_statistics {
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
   std::uint64_t invalid_deallocations = 0;  // caught by track_blocks
-  // Allocations and deallocations that took the pool's shared mutex (thread-cache refills and
-  // overflows, large blocks, flushes): per allocate+free pair, this is what limits scaling.
+  // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
+  // large blocks, flushes): per allocate+free pair, this is what limits scaling.
   std::uint64_t lock_acquisitions = 0;
-  // Misses that took back the blocks other streams had parked (when those were at least half of
-  // what the pool held, at most once per growth; and always before out-of-memory).
+  // Misses that took back the blocks other streams had parked (quiet streams, when those parked at
+  // least half of what the pool held, at most once per growth; and every stream before
+  // out-of-memory).
   std::uint64_t reclaims = 0;
 };
 
@@ -97,8 +98,10 @@ struct pool_statistics {
 // thread keeps, per pool and stream, a bounded stack of free blocks per class: the common
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
 // overflow to and refill from per-stream class lists in batches. Behind those, free memory is a
-// coalescing best fit: free extents ordered by address (for merging) and by size (O(log n)
-// lookup), never merged across chunks. Larger requests go straight to the best fit.
+// coalescing best fit: extents ordered by address (for merging) and by size (O(log n) lookup),
+// never merged across chunks, in one set per owner: each stream's own (its *arena*, with its class
+// lists), and the free ones. A stream carves new blocks from its arena, and takes a slab (up to
+// 8 MiB) of the free extents when its arena runs dry. Larger requests go straight to the best fit.
 //
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
@@ -120,30 +123,34 @@ struct pool_statistics {
 // call release_stream(s) before destroying s.
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
-// their thread (thread_local, keyed by pool and stream). Each stream's class lists have their own
-// lock: a stack refills from and overflows to its stream's lists without the pool's mutex, so
-// threads on separate streams do not meet there. Everything else shared (chunks, extents, fences)
-// is under one mutex, taken to carve new blocks, for large blocks and on the slow paths. A thread's
+// their thread (thread_local, keyed by pool and stream). Each stream's arena has its own lock: a
+// stack refills from and overflows to its stream's lists, and carves new blocks from its stream's
+// extents, without the pool's mutex, so threads on separate streams do not meet until an arena
+// runs dry. Everything else shared (chunks, free extents, fences, growth) is under one mutex, taken
+// for slabs, for large blocks and on the slow paths. A thread's
 // stacks go back to the pool when the thread exits (frees after that, from other thread_local
 // destructors, take the shared path); trim() and the out-of-memory path flush the calling thread's
 // stacks at once and ask other threads to flush theirs at their next call. check_invariants() and
 // exact statistics() need a quiescent pool.
 //
-// A miss (no fit for a block) tries, in order: the calling stream's extents and the free ones; its
-// extents released if it is idle; its own class lists merged back; completed fences of every
-// stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before growing
-// only when they are at least half of what the pool holds (at most once per growth): reclaiming
-// walks every other stream's lists under the mutex and leaves those streams to carve again, so
-// while others park little the pool grows instead and each stream keeps what it uses. Before
-// growing (trim_before_growth), every completely free chunk goes back to the upstream. A pool too
-// tight for its workload would merge its lists back on almost every miss (and then carve the merged
-// memory up again, under the mutex): after 8 such misses since the last growth, the next one grows
-// the pool instead (still within maximum_size, still trimming first).
+// A miss (no fit for a block) tries, in order, under the stream's lock alone: its extents; a block
+// of a larger class cut up; its cold class lists merged back (those not used since its previous
+// miss); all of its lists (at most 8 times per growth it makes). Then under the pool's mutex: a
+// slab of the free extents; free extents adjacent to its own merged into them; completed fences of
+// every stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before
+// growing only from streams that have not allocated since the pool last grew (quiet: done, or only
+// freeing) and only when those park at least half of what the pool holds (at most once per
+// growth): taking blocks from a stream that is still allocating only moves the miss to it, so
+// the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
+// every completely free chunk, or chunk wholly owned by the calling stream, goes back to the
+// upstream. A pool too tight for its workload would merge its lists back on almost every miss
+// (and then carve the merged memory up again): after 8 such misses under the mutex since the last
+// growth, the next one grows the pool instead (still within maximum_size, still trimming first).
 //
-// Out of memory: after the calling thread's caches are flushed, every completed fence is applied,
-// fences are recorded and waited for, and empty chunks are given back and growth retried, the pool
-// throws gpumem::out_of_memory naming the request, what it holds, the largest free block and the
-// fragmentation.
+// Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
+// reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the
+// pool throws gpumem::out_of_memory naming the request, what it holds, the largest free block and
+// the fragmentation.
 //
 // Ownership: the pool owns its chunks and gives them back to the upstream on trim() and
 // destruction; the upstream must outlive the pool. Destroying the pool with blocks still live
