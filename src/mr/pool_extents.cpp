@@ -8,16 +8,6 @@
 
 namespace gpumem::detail {
 
-void pool_extent_set::add_bytes(pool_chunk* chunk, std::size_t size) noexcept {
-  chunk->free_bytes.fetch_add(size, std::memory_order_relaxed);
-  bytes_.store(bytes_.load(std::memory_order_relaxed) + size, std::memory_order_relaxed);
-}
-
-void pool_extent_set::remove_bytes(pool_chunk* chunk, std::size_t size) noexcept {
-  chunk->free_bytes.fetch_sub(size, std::memory_order_relaxed);
-  bytes_.store(bytes_.load(std::memory_order_relaxed) - size, std::memory_order_relaxed);
-}
-
 pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std::size_t size,
                                                        std::uint64_t epoch, pool_chunk* chunk) {
   if (chunk == nullptr || addr < chunk->base || addr + size > chunk->base + chunk->size)
@@ -39,7 +29,7 @@ pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std:
       by_size_.erase(key);
       throw;
     }
-    add_bytes(chunk, size);
+    add_bytes(size);
     return insert_result::inserted;
   }
   std::uintptr_t const start = join_prev ? prev->first : addr;
@@ -72,13 +62,13 @@ pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std:
   }
   key.value() = {total, start};
   by_size_.insert(std::move(key));
-  add_bytes(chunk, size);
+  add_bytes(size);
   return insert_result::inserted;
 }
 
 pool_extent_set::map::iterator pool_extent_set::erase(map::iterator it) noexcept {
   by_size_.erase({it->second.size, it->first});
-  remove_bytes(it->second.chunk, it->second.size);
+  remove_bytes(it->second.size);
   return by_addr_.erase(it);
 }
 
@@ -95,9 +85,7 @@ pool_extent_set::map::iterator pool_extent_set::best_fit_batch(std::size_t size,
 
 std::uintptr_t pool_extent_set::take(map::iterator it, std::size_t size) noexcept {
   std::uintptr_t const addr = it->first;
-  pool_chunk* const chunk = it->second.chunk;
   if (it->second.size <= size) {
-    size = it->second.size;
     erase(it);
     return addr;
   }
@@ -110,7 +98,7 @@ std::uintptr_t pool_extent_set::take(map::iterator it, std::size_t size) noexcep
   key.value() = {node.mapped().size, addr + size};
   by_addr_.insert(hint, std::move(node));
   by_size_.insert(std::move(key));
-  remove_bytes(chunk, size);
+  remove_bytes(size);
   return addr;
 }
 
@@ -123,7 +111,7 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
   it->second.size -= size;
   key.value().first = it->second.size;
   by_size_.insert(std::move(key));
-  remove_bytes(it->second.chunk, size);
+  remove_bytes(size);
 }
 
 }  // namespace gpumem::detail

@@ -15,12 +15,9 @@ namespace gpumem::detail {
 
 // A chunk of the pool's memory: taken from the upstream, or the mapped part of an expandable
 // pool's range. base and size change only with the pool's mutex and its chunk lock both held.
-// free_bytes counts the chunk's bytes in extents; extents of different owners are changed under
-// different locks, hence the atomic.
 struct pool_chunk {
   std::uintptr_t base = 0;
   std::size_t size = 0;
-  std::atomic<std::size_t> free_bytes{0};
   bool mapped = false;  // the virtual range of an expandable pool, not an upstream chunk
 };
 
@@ -61,8 +58,12 @@ class pool_extent_set {
   size_index const& index() const noexcept { return by_size_; }
 
  private:
-  void add_bytes(pool_chunk* chunk, std::size_t size) noexcept;
-  void remove_bytes(pool_chunk* chunk, std::size_t size) noexcept;
+  void add_bytes(std::size_t size) noexcept {
+    bytes_.store(bytes() + size, std::memory_order_relaxed);
+  }
+  void remove_bytes(std::size_t size) noexcept {
+    bytes_.store(bytes() - size, std::memory_order_relaxed);
+  }
 
   map by_addr_;
   size_index by_size_;

@@ -92,14 +92,13 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
   std::size_t released = shrink_range ? shrink_range_locked() : 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;
-    // In use (allocated or listed), or the range: no lookup needed.
-    if (chunk.free_bytes != chunk.size || chunk.mapped) {
+    if (chunk.mapped) {  // the range: shrink_range_locked
       ++it;
       continue;
     }
     // The chunk is one free extent, or one extent of `stream` (given back in that stream's
     // order: the upstream's contract makes it wait for, or order after, the work queued there
-    // before the frees).
+    // before the frees). A chunk in use has no extent starting at its base as large as itself.
     stream_handle order = nullptr;
     auto e = free_.extents().find(chunk.base);
     if (e != free_.extents().end() && e->second.size == chunk.size) {

@@ -58,7 +58,6 @@ void pool_state::check_invariants() const {
   // Extents: each set's indexes agree; every extent granular, inside its chunk, and maximal (not
   // adjacent to another of its set in the same chunk); a stream's extents have epochs after its
   // last completed fence and not from the future.
-  std::map<pool_chunk const*, std::size_t> chunk_free;
   auto check_set = [&](pool_extent_set const& set, pool_stream const* owner, range_kind kind) {
     if (set.index().size() != set.extents().size())
       fail(me, std::to_string(set.extents().size()) + " extents but " +
@@ -84,7 +83,6 @@ void pool_state::check_invariants() const {
           fail(me, "extent " + at(addr) + " is covered by a completed fence but still owned");
       }
       sum += e.size;
-      chunk_free[e.chunk] += e.size;
       ranges.push_back({addr, e.size, kind});
       prev_end = addr + e.size;
       prev_chunk = e.chunk;
@@ -163,9 +161,6 @@ void pool_state::check_invariants() const {
   for (auto const& [base, chunk] : chunks_) {
     if (chunk.base != base) fail(me, "chunk key mismatch at " + at(base));
     held += chunk.size;
-    if (chunk_free[&chunk] != chunk.free_bytes)
-      fail(me, "chunk " + at(base) + " counts " + std::to_string(chunk.free_bytes) +
-                   " free bytes but its extents hold " + std::to_string(chunk_free[&chunk]));
   }
   if (held != held_)
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));

@@ -301,9 +301,13 @@ bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size
     case pool_extent_set::insert_result::overlaps:
       break;
   }
+  log_overlap(addr, size);
+  return false;
+}
+
+void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
   log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
                             " B) overlaps free memory (double free or wrong size); ignored");
-  return false;
 }
 
 std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
@@ -456,9 +460,7 @@ bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
     std::lock_guard<std::mutex> arena(it->second->mutex);
     found = overlaps(it->second->extents);
   }
-  if (found)
-    log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
-                              " B) overlaps free memory (double free or wrong size); ignored");
+  if (found) log_overlap(addr, size);
   return found;
 }
 

@@ -257,6 +257,7 @@ class pool_state {
   // True (and logs) if [addr, addr + size) overlaps a free or stream-owned extent of any stream:
   // a double free or a wrong size. Takes the streams' locks.
   bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
+  void log_overlap(std::uintptr_t addr, std::size_t size) const;
   // Bytes in the class lists and extents of the other streams that have not allocated since the
   // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
   std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
