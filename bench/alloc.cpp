@@ -6,10 +6,12 @@
 // large (1-64 MiB), up to 1000 live blocks per thread (100 for large), on 1, 4 and 16 threads
 // (each thread its own trace and stream); then the replay of a recorded training-loop log
 // (bench/data/training_loop.csv), with fragmentation = peak bytes held / peak bytes live.
-// Every allocator is warmed up by one untimed pass of the same trace (cudaMalloc has no cache).
-// cudaMalloc and the other slow ones run fewer pairs; the time is per pair either way.
+// Every allocator is warmed up by one untimed pass of the same trace (cudaMalloc has no cache),
+// then timed over --reps passes (default 3); the median pass is reported, so that one pass slowed
+// by the machine (a descheduled thread, a clock change) moves no figure. cudaMalloc and the other
+// slow ones run fewer pairs; the time is per pair either way.
 //
-//   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH]
+//   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH] [--reps N]
 //     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
 //     competitors and --only runs one trace (small, mixed, large or replay), for quick experiments.
 #include "support/bench_support.hpp"
@@ -21,8 +23,11 @@
 #include <gpumem/mr/log_replay.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -76,6 +81,34 @@ class torch_resource final : public memory_resource {
   void do_deallocate(void* p, std::size_t, stream_handle) noexcept override { torch_deallocate(p); }
 };
 
+// The pools' upstream: cuda_resource, with the time its allocations take (growth inside a timed run
+// shows up here; cudaMalloc calls made by many threads at once wait for each other in the driver).
+class timed_upstream final : public memory_resource {
+ public:
+  std::string name() const override { return inner_.name(); }
+  double seconds() const { return static_cast<double>(ns_.load()) * 1e-9; }
+  memory_info get_memory_info() const override { return inner_.get_memory_info(); }
+  resource_properties properties() const noexcept override { return inner_.properties(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    stopwatch clock;
+    void* p = inner_.allocate(bytes, s);
+    ns_.fetch_add(static_cast<std::uint64_t>(clock.seconds() * 1e9));
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
+    inner_.deallocate(p, bytes, s);
+  }
+
+  cuda_resource inner_;
+  std::atomic<std::uint64_t> ns_{0};
+};
+
+timed_upstream* pools_upstream = nullptr;
+// Timed runs per measurement (after the warm-up); the median is reported.
+int repetitions = 3;
+
 struct competitor {
   std::string name;
   double pair_scale;  // fraction of the pool's pair count this one runs
@@ -95,6 +128,7 @@ struct trace_op {
 struct trace {
   std::vector<trace_op> ops;
   std::size_t pairs = 0;
+  std::size_t peak_live_bytes = 0;  // as requested
 };
 
 trace make_trace(std::uint64_t seed, std::size_t min_bytes, std::size_t max_bytes,
@@ -107,15 +141,23 @@ trace make_trace(std::uint64_t seed, std::size_t min_bytes, std::size_t max_byte
   t.pairs = pairs;
   std::size_t live = 0;
   std::size_t allocated = 0;
+  std::vector<std::uint32_t> sizes;  // of the live blocks, in the trace's order
+  std::size_t live_bytes = 0;
   while (allocated < pairs || live > 0) {
     bool alloc = allocated < pairs &&
                  (live == 0 || (live < max_live && (allocated < max_live / 2 || rng() % 2 == 0)));
     if (alloc) {
       t.ops.push_back({static_cast<std::uint32_t>(std::exp(lo + unit(rng) * (hi - lo))), 0});
+      sizes.push_back(t.ops.back().size);
+      live_bytes += sizes.back();
+      t.peak_live_bytes = std::max(t.peak_live_bytes, live_bytes);
       ++live;
       ++allocated;
     } else {
       t.ops.push_back({0, static_cast<std::uint32_t>(rng() % live)});
+      live_bytes -= sizes[t.ops.back().index];
+      sizes[t.ops.back().index] = sizes.back();
+      sizes.pop_back();
       --live;
     }
   }
@@ -166,22 +208,38 @@ double measure(competitor const& c, case_spec const& spec, int threads) {
     try {
       if (c.warm_up) run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
       auto* pool = dynamic_cast<pool_resource*>(mr.get());
-      pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
-      seconds = run_threads(threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); });
-      if (pool) {
-        // Diagnostic (stderr): growth inside the timed run is what makes a warm pool slow.
+      std::size_t peaks = 0;
+      for (trace const& t : traces)
+        peaks += t.peak_live_bytes;
+      std::vector<double> runs;
+      for (int rep = 0; rep < repetitions; ++rep) {
+        pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
+        double const upstream_before = pools_upstream->seconds();
+        std::vector<double> own;
+        runs.push_back(run_threads(
+            threads, [&](int t) { run_trace(*mr, traces[t], streams[t]); }, &own));
+        if (pool == nullptr) continue;
+        // Diagnostic (stderr): growth inside a timed run is what makes a warm pool slow, and the
+        // spread of the threads' own times shows a straggler.
         pool_statistics const s = pool->statistics();
+        std::sort(own.begin(), own.end());
         std::fprintf(
             stderr,
-            "%s %s/%d threads: %llu upstream allocations and %llu reclaims in the timed run, "
-            "%llu events recorded, held %zu B, %.4f lock acquisitions per pair\n",
-            c.name.c_str(), spec.name, threads,
+            "%s %s/%d threads, run %d: %llu upstream allocations (%.2f ms in the "
+            "upstream, all threads), %llu reclaims, %.4f lock acquisitions per pair, "
+            "held %zu B (%.2fx the sum of the traces' peaks); ms per thread min %.2f median %.2f "
+            "max %.2f, wall %.2f\n",
+            c.name.c_str(), spec.name, threads, rep + 1,
             static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
+            (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
-            static_cast<unsigned long long>(s.events_recorded), s.held_bytes,
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
-                static_cast<double>(pairs * static_cast<std::size_t>(threads)));
+                static_cast<double>(pairs * static_cast<std::size_t>(threads)),
+            s.held_bytes, static_cast<double>(s.held_bytes) / static_cast<double>(peaks),
+            own.front() * 1e3, own[own.size() / 2] * 1e3, own.back() * 1e3, runs.back() * 1e3);
       }
+      std::sort(runs.begin(), runs.end());
+      seconds = runs[runs.size() / 2];
     } catch (out_of_memory const& e) {
       std::fprintf(stderr, "%s, %s, %d threads: %s\n", c.name.c_str(), spec.name, threads,
                    e.what());
@@ -214,8 +272,13 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
       if (auto* pool = dynamic_cast<pool_resource*>(mr.get()))
         out.fragmentation = static_cast<double>(pool->statistics().peak_held_bytes) /
                             static_cast<double>(cold.peak_live_bytes);
-      replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
-      out.ns_per_pair = warm.seconds * 1e9 / static_cast<double>(warm.allocations);
+      std::vector<double> runs;  // ns per pair of each warm replay
+      for (int rep = 0; rep < (c.warm_up ? repetitions : 1); ++rep) {
+        replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
+        runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
+      }
+      std::sort(runs.begin(), runs.end());
+      out.ns_per_pair = runs[runs.size() / 2];
     } catch (std::exception const& e) {
       std::fprintf(stderr, "%s, replay: %s\n", c.name.c_str(), e.what());
     }
@@ -243,23 +306,30 @@ int run(int argc, char** argv) {
       only = argv[++i];
     else if (std::strcmp(argv[i], "--log") == 0 && i + 1 < argc)
       log_path = argv[++i];
+    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
+      repetitions = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
-                   "replay] [--log PATH]\n"
+                   "replay] [--log PATH] [--reps N]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
-                   "  --pool-only: gpumem's pools alone, no competitors\n");
+                   "  --pool-only: gpumem's pools alone, no competitors\n"
+                   "  --reps N: timed runs per measurement, median reported (default 3)\n");
       return 2;
     }
   }
   bool const cuda = backend().kind() == backend_kind::cuda;
-  std::printf("bench_alloc: ns per allocate+free pair (host time), ratio = competitor / gpumem\n");
+  std::printf(
+      "bench_alloc: ns per allocate+free pair (host time, median of %d runs), ratio = competitor "
+      "/ gpumem\n",
+      repetitions);
   std::printf("device: %s%s\n", device_line().c_str(),
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\n", torch_status().c_str());
 
-  cuda_resource upstream;
+  timed_upstream upstream;
+  pools_upstream = &upstream;
   std::vector<competitor> competitors;
   competitors.push_back({"gpumem pool", 1.0, true,
                          [&] { return std::make_unique<pool_resource>(upstream, pool_options{}); },

@@ -34,23 +34,27 @@ class stopwatch {
 };
 
 // Runs body(thread_index) on `threads` threads released together; returns the wall seconds from
-// the release to the last thread's end.
+// the release to the last thread's end. With `per_thread`, also each thread's own seconds (from its
+// start of body to its end), which show a straggler.
 template <class Body>
-double run_threads(int threads, Body body) {
+double run_threads(int threads, Body body, std::vector<double>* per_thread = nullptr) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<std::exception_ptr> failures(static_cast<std::size_t>(threads));
+  std::vector<double> own(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire))
         std::this_thread::yield();
+      stopwatch mine;
       try {
         body(t);
       } catch (...) {
         failures[static_cast<std::size_t>(t)] = std::current_exception();
       }
+      own[static_cast<std::size_t>(t)] = mine.seconds();
     });
   while (ready.load() < threads)
     std::this_thread::yield();
@@ -59,6 +63,7 @@ double run_threads(int threads, Body body) {
   for (auto& th : pool)
     th.join();
   double const seconds = clock.seconds();
+  if (per_thread != nullptr) *per_thread = std::move(own);
   // A thread's exception (out of memory, say) is the caller's to report.
   for (auto const& failure : failures)
     if (failure) std::rethrow_exception(failure);

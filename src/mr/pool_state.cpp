@@ -340,11 +340,13 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
 //      pool holds), while a stream that only frees what another allocates (producer and
 //      consumer) is still drained long before the pool doubles;
 //   4. growth (the upstream's call without the mutex), after giving back chunks too small for the
-//      request;
+//      request: chunk_size for each stream that came short (past step 1's first fit) since the
+//      last growth, so that streams running short together share one upstream call;
 //   5. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
 void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                          bool own_tried) {
   if (void* p = fit_locked(size, s)) return p;
+  s.short_at_growth = upstream_allocations_;  // counted by the next growth's step
   // Free extents next to the stream's own merge with them: a fit may straddle the two.
   if (adopt_for_fit_locked(s, size))
     if (void* p = fit_locked(size, s)) return p;

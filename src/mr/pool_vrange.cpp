@@ -98,7 +98,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
 bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const need = pool_round_up(size);
   std::size_t const granularity = vrange_->granularity();
-  std::size_t const chunk = pool_round_up_to(options_.chunk_size, granularity);
+  std::size_t const chunk = pool_round_up_to(growth_step_locked(), granularity);
   std::size_t const taken = held_ + growing_;
   if (taken > options_.maximum_size) return false;
   std::size_t const limit = (options_.maximum_size - taken) / granularity * granularity;

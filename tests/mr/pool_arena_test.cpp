@@ -1,6 +1,7 @@
 // pool_resource's per-stream arenas: a stream carves new blocks from its own extents without the
-// pool's mutex, the pool reclaims the blocks parked by other streams only from quiet ones, and a
-// double free across streams is still caught.
+// pool's mutex, the pool reclaims the blocks parked by other streams only from quiet ones, a double
+// free across streams is still caught, and streams that run short together share one growth.
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -120,6 +122,64 @@ TEST_F(pool_test, a_large_block_freed_again_on_another_stream_is_ignored) {
   pool.deallocate(on_b, 8 * MiB, b);
   backend().synchronize();
   pool.check_invariants();
+}
+
+// An upstream that refuses every request while `refusing` is set.
+class refusing_upstream final : public memory_resource {
+ public:
+  explicit refusing_upstream(memory_resource& inner) : inner_(inner) {}
+  std::string name() const override { return "refusing_upstream"; }
+  bool refusing = false;
+  std::vector<std::size_t> granted;  // sizes of the allocations made
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    if (refusing) throw out_of_memory(bytes, name(), 0, 0, "refusing (test)");
+    granted.push_back(bytes);
+    return inner_.allocate(bytes, s);
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
+    inner_.deallocate(p, bytes, s);
+  }
+  memory_resource& inner_;
+};
+
+TEST_F(pool_test, streams_that_run_short_together_share_one_growth) {
+  refusing_upstream up(upstream);
+  pool_options options;
+  options.chunk_size = 8 * MiB;
+  options.max_cached_size = 64 * KiB;  // 1 MiB and up: straight to the best fit
+  stream_handle const c = backend().create_stream(true);
+  {
+    pool_resource pool(up, options);
+    // One stream short: one chunk.
+    void* on_a = pool.allocate(1 * MiB, a);
+    ASSERT_EQ(up.granted, std::vector<std::size_t>{8 * MiB});
+    // a and c run short while the upstream refuses (as when they miss at the same time and
+    // another thread's growth is under way); b then grows for all three.
+    up.refusing = true;
+    EXPECT_THROW(pool.allocate(8 * MiB, a), out_of_memory);
+    EXPECT_THROW(pool.allocate(8 * MiB, c), out_of_memory);
+    up.refusing = false;
+    void* on_b = pool.allocate(8 * MiB, b);
+    ASSERT_EQ(up.granted.size(), 2u);
+    EXPECT_EQ(up.granted[1], 3 * 8 * MiB);
+    // a and c now fit without growing; the count starts again after a growth.
+    void* second_a = pool.allocate(6 * MiB, a);
+    void* on_c = pool.allocate(6 * MiB, c);
+    EXPECT_EQ(up.granted.size(), 2u);
+    void* more_b = pool.allocate(11 * MiB, b);  // 10 MiB left: b alone is short
+    ASSERT_EQ(up.granted.size(), 3u);
+    EXPECT_EQ(up.granted[2], 12 * MiB) << "the request (rounded to 2 MiB), not three chunks";
+    pool.check_invariants();
+    pool.deallocate(on_a, 1 * MiB, a);
+    pool.deallocate(second_a, 6 * MiB, a);
+    pool.deallocate(on_b, 8 * MiB, b);
+    pool.deallocate(more_b, 11 * MiB, b);
+    pool.deallocate(on_c, 6 * MiB, c);
+    pool.release_stream(c);
+  }
+  backend().destroy_stream(c);
 }
 
 }  // namespace
