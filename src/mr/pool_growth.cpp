@@ -24,14 +24,22 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   // Every stream that came short since the last growth wants a slab or a block of the free
   // extents soon: one growth for all of them spares the others an upstream call each (cudaMalloc
   // calls made at once wait for each other in the driver: 2.7 ms each with 16 threads growing,
-  // 0.15 ms alone), and the slack keeps their arenas from carving and merging the same memory
+  // 0.15 ms alone), and the slack keeps their arenas from merging and carving the same memory
   // over and over. A pool used from one stream grows by chunk_size as before.
   std::size_t short_streams = 0;
   for (auto const& entry : streams_)
     short_streams += entry.second->short_at_growth == upstream_allocations_ ? 1 : 0;
-  std::size_t const cap = std::numeric_limits<std::size_t>::max() / 4;  // rounding stays in range
-  if (short_streams > 1 && options_.chunk_size > cap / short_streams) return cap;
-  return std::min(cap, options_.chunk_size * std::max<std::size_t>(1, short_streams));
+  std::size_t const chunk = options_.chunk_size;
+  if (short_streams <= 1) return chunk;
+  // Streams short at once may each grow at once (the upstream's call runs without the mutex), so
+  // a step is also held to the pool's share per stream: together they at most double the pool,
+  // and a small pool (a few blocks per stream) grows by chunk_size.
+  std::size_t const share =
+      std::max(chunk, held_ / streams_.size() / growth_rounding * growth_rounding);
+  std::size_t const wanted = chunk > std::numeric_limits<std::size_t>::max() / short_streams
+                                 ? share
+                                 : chunk * short_streams;
+  return std::min(wanted, share);
 }
 
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {

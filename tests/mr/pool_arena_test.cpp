@@ -148,38 +148,57 @@ TEST_F(pool_test, streams_that_run_short_together_share_one_growth) {
   refusing_upstream up(upstream);
   pool_options options;
   options.chunk_size = 8 * MiB;
+  options.initial_size = 80 * MiB;     // a share of 26 MiB per stream (3 streams): no cap below
   options.max_cached_size = 64 * KiB;  // 1 MiB and up: straight to the best fit
   stream_handle const c = backend().create_stream(true);
   {
     pool_resource pool(up, options);
-    // One stream short: one chunk.
-    void* on_a = pool.allocate(1 * MiB, a);
-    ASSERT_EQ(up.granted, std::vector<std::size_t>{8 * MiB});
+    void* most = pool.allocate(79 * MiB, a);  // fits: a is not short
+    ASSERT_EQ(up.granted, std::vector<std::size_t>{80 * MiB});
     // a and c run short while the upstream refuses (as when they miss at the same time and
     // another thread's growth is under way); b then grows for all three.
     up.refusing = true;
-    EXPECT_THROW(pool.allocate(8 * MiB, a), out_of_memory);
-    EXPECT_THROW(pool.allocate(8 * MiB, c), out_of_memory);
+    EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
+    EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);
     up.refusing = false;
-    void* on_b = pool.allocate(8 * MiB, b);
+    void* on_b = pool.allocate(2 * MiB, b);
     ASSERT_EQ(up.granted.size(), 2u);
     EXPECT_EQ(up.granted[1], 3 * 8 * MiB);
     // a and c now fit without growing; the count starts again after a growth.
-    void* second_a = pool.allocate(6 * MiB, a);
+    void* on_a = pool.allocate(6 * MiB, a);
     void* on_c = pool.allocate(6 * MiB, c);
     EXPECT_EQ(up.granted.size(), 2u);
     void* more_b = pool.allocate(11 * MiB, b);  // 10 MiB left: b alone is short
     ASSERT_EQ(up.granted.size(), 3u);
     EXPECT_EQ(up.granted[2], 12 * MiB) << "the request (rounded to 2 MiB), not three chunks";
     pool.check_invariants();
-    pool.deallocate(on_a, 1 * MiB, a);
-    pool.deallocate(second_a, 6 * MiB, a);
-    pool.deallocate(on_b, 8 * MiB, b);
+    pool.deallocate(most, 79 * MiB, a);
+    pool.deallocate(on_a, 6 * MiB, a);
+    pool.deallocate(on_b, 2 * MiB, b);
     pool.deallocate(more_b, 11 * MiB, b);
     pool.deallocate(on_c, 6 * MiB, c);
     pool.release_stream(c);
   }
   backend().destroy_stream(c);
+}
+
+TEST_F(pool_test, a_small_pool_grows_by_one_chunk_however_many_streams_are_short) {
+  // Streams short at once may all grow at once; each step is held to the pool's share per
+  // stream, so that a pool of a few blocks per stream does not take chunk_size per stream each.
+  refusing_upstream up(upstream);
+  pool_options options;
+  options.chunk_size = 8 * MiB;
+  options.max_cached_size = 64 * KiB;
+  pool_resource pool(up, options);
+  void* on_a = pool.allocate(7 * MiB, a);  // one chunk
+  up.refusing = true;
+  EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
+  up.refusing = false;
+  void* on_b = pool.allocate(2 * MiB, b);  // a and b short: 16 MiB wanted, the share is 8 MiB
+  ASSERT_EQ(up.granted, (std::vector<std::size_t>{8 * MiB, 8 * MiB}));
+  pool.deallocate(on_a, 7 * MiB, a);
+  pool.deallocate(on_b, 2 * MiB, b);
+  pool.check_invariants();
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ struct pool_options {
   // Growth step: a miss takes max(chunk_size × n, the request rounded to 2 MiB) from the upstream,
   // where n (at least 1) is the number of streams that ran short of memory they could use at once
   // since the pool last grew: streams that run short together share one upstream call instead of
-  // making one each. A pool used from one stream grows by chunk_size.
+  // making one each. For n > 1 the step is held to max(chunk_size, held / streams seen), since
+  // such streams may grow at the same moment. A pool used from one stream grows by chunk_size.
   std::size_t chunk_size = 32 * MiB;
   // The pool never holds more than this from the upstream.
   std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
@@ -149,9 +150,10 @@ struct pool_statistics {
 // upstream. A pool too tight for its workload would merge its lists back on almost every miss
 // (and then carve the merged memory up again): after 8 such misses under the mutex since the last
 // growth, the next one grows the pool instead (still within maximum_size, still trimming first).
-// A growth takes chunk_size for every stream that ran short since the last one (pool_options::
-// chunk_size): with many streams allocating, one upstream call serves them all, where each would
-// otherwise make its own (concurrent cudaMalloc calls wait for each other in the driver).
+// A growth takes chunk_size for every stream that ran short since the last one, up to the pool's
+// share per stream (pool_options::chunk_size): with many streams allocating, one upstream call
+// serves them all, where each would otherwise make its own (concurrent cudaMalloc calls wait for
+// each other in the driver).
 //
 // Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
 // reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the
