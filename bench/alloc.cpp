@@ -269,13 +269,29 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
     options.streams = streams;
     try {
       replay_result const cold = replay(events, *mr, options);
-      if (auto* pool = dynamic_cast<pool_resource*>(mr.get()))
+      if (auto* pool = dynamic_cast<pool_resource*>(mr.get()); pool != nullptr)
         out.fragmentation = static_cast<double>(pool->statistics().peak_held_bytes) /
                             static_cast<double>(cold.peak_live_bytes);
+      auto* pool = dynamic_cast<pool_resource*>(mr.get());
       std::vector<double> runs;  // ns per pair of each warm replay
       for (int rep = 0; rep < (c.warm_up ? repetitions : 1); ++rep) {
+        pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
+        double const upstream_before = pools_upstream->seconds();
         replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
         runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
+        if (pool == nullptr) continue;
+        pool_statistics const s = pool->statistics();
+        std::fprintf(
+            stderr,
+            "%s replay, run %d: %llu upstream allocations and %llu deallocations (%.2f "
+            "ms allocating, of %.2f ms), %.4f lock acquisitions per pair\n",
+            c.name.c_str(), rep + 1,
+            static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
+            static_cast<unsigned long long>(s.upstream_deallocations -
+                                            before.upstream_deallocations),
+            (pools_upstream->seconds() - upstream_before) * 1e3, warm.seconds * 1e3,
+            static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
+                static_cast<double>(warm.allocations));
       }
       std::sort(runs.begin(), runs.end());
       out.ns_per_pair = runs[runs.size() / 2];
