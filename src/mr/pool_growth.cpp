@@ -21,11 +21,12 @@ constexpr std::size_t growth_rounding = 2 * MiB;
 // --- growth and trim -----------------------------------------------------------------------------
 
 std::size_t pool_state::growth_step_locked() const noexcept {
-  // Every stream that came short since the last growth wants a slab or a block of the free
-  // extents soon: one growth for all of them spares the others an upstream call each (cudaMalloc
-  // calls made at once wait for each other in the driver: 2.7 ms each with 16 threads growing,
-  // 0.15 ms alone), and the slack keeps their arenas from merging and carving the same memory
-  // over and over. A pool used from one stream grows by chunk_size as before.
+  // Every stream that came short since the last growth will want a slab or a block of the free
+  // extents again soon: a growth that leaves room for all of them spares their next misses an
+  // upstream call each (cudaMalloc calls made at once wait for each other in the driver: 2.7 ms
+  // each with 16 threads growing, 0.15 ms alone), and the slack keeps their arenas from merging
+  // and carving the same memory over and over. Nothing makes a short stream wait for a growth in
+  // flight: it grows too. A pool used from one stream grows by chunk_size as before.
   std::size_t short_streams = 0;
   for (auto const& entry : streams_)
     short_streams += entry.second->short_at_growth == upstream_allocations_ ? 1 : 0;
@@ -50,6 +51,8 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const room = options_.maximum_size - taken;
   std::size_t const fitted = std::min(pool_round_up_to(need, growth_rounding), room);
   std::size_t const preferred = std::min(std::max(growth_step_locked(), fitted), room);
+  // Refused (the device nearly full): one chunk, then the request alone.
+  std::size_t const one_chunk = std::min(std::max(options_.chunk_size, fitted), room);
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
   // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
   // the maximum size.
@@ -58,7 +61,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   void* p = nullptr;
   std::size_t got = 0;
   try {
-    for (std::size_t attempt : {preferred, fitted, need}) {
+    for (std::size_t attempt : {preferred, one_chunk, fitted, need}) {
       if (attempt < need) continue;
       try {
         p = upstream_.allocate(attempt, nullptr);

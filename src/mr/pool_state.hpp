@@ -125,9 +125,9 @@ struct alignas(64) pool_stream {
   // increments); a stream whose count has not moved since the pool last grew is quiet.
   std::atomic<std::uint64_t> refills{0};
   std::uint64_t refills_seen = 0;  // under the pool's mutex: refills when the pool last grew
-  // Under the pool's mutex: the pool's growth count when this stream last ran short of its own
-  // memory (came to the free extents for a block); the growth step counts the streams short since
-  // the last growth. Max: never.
+  // Under the pool's mutex: the pool's growth count when this stream last ran short (on the slow
+  // path, neither its own extents nor the free ones held the block; what follows may still serve
+  // it without growth); the growth step counts the streams short since the last growth. Max: never.
   std::uint64_t short_at_growth = std::numeric_limits<std::uint64_t>::max();
   // Misses that merged all of its lists back under its lock alone since it last grew the pool
   // (under `mutex`).
@@ -305,7 +305,8 @@ class pool_state {
   // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
   // maximum size) refuses; the pool's state may have changed either way.
   bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // What a growth takes at least: chunk_size for each stream short since the last growth.
+  // The preferred growth: chunk_size for each stream short since the last growth, held to
+  // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
   // Counts `bytes` just added to the pool by a growth.
   void note_growth_locked(std::size_t bytes) noexcept;

@@ -1,6 +1,6 @@
 // pool_resource's per-stream arenas: a stream carves new blocks from its own extents without the
 // pool's mutex, the pool reclaims the blocks parked by other streams only from quiet ones, a double
-// free across streams is still caught, and streams that run short together share one growth.
+// free across streams is still caught, and a growth leaves room for every stream that ran short.
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -130,11 +131,13 @@ class refusing_upstream final : public memory_resource {
   explicit refusing_upstream(memory_resource& inner) : inner_(inner) {}
   std::string name() const override { return "refusing_upstream"; }
   bool refusing = false;
+  std::size_t refuse_above = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> granted;  // sizes of the allocations made
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle s) override {
-    if (refusing) throw out_of_memory(bytes, name(), 0, 0, "refusing (test)");
+    if (refusing || bytes > refuse_above)
+      throw out_of_memory(bytes, name(), 0, 0, "refusing (test)");
     granted.push_back(bytes);
     return inner_.allocate(bytes, s);
   }
@@ -144,7 +147,7 @@ class refusing_upstream final : public memory_resource {
   memory_resource& inner_;
 };
 
-TEST_F(pool_test, streams_that_run_short_together_share_one_growth) {
+TEST_F(pool_test, a_growth_leaves_room_for_every_stream_that_ran_short) {
   refusing_upstream up(upstream);
   pool_options options;
   options.chunk_size = 8 * MiB;
@@ -182,23 +185,40 @@ TEST_F(pool_test, streams_that_run_short_together_share_one_growth) {
   backend().destroy_stream(c);
 }
 
-TEST_F(pool_test, a_small_pool_grows_by_one_chunk_however_many_streams_are_short) {
-  // Streams short at once may all grow at once; each step is held to the pool's share per
-  // stream, so that a pool of a few blocks per stream does not take chunk_size per stream each.
+TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_one_chunk) {
+  // Streams short at once may all grow at once: each step is held to the pool's share per stream
+  // (held / streams seen, rounded down to 2 MiB). A step the upstream refuses is retried as one
+  // chunk before the bare request.
   refusing_upstream up(upstream);
   pool_options options;
   options.chunk_size = 8 * MiB;
+  options.initial_size = 50 * MiB;
   options.max_cached_size = 64 * KiB;
-  pool_resource pool(up, options);
-  void* on_a = pool.allocate(7 * MiB, a);  // one chunk
-  up.refusing = true;
-  EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
-  up.refusing = false;
-  void* on_b = pool.allocate(2 * MiB, b);  // a and b short: 16 MiB wanted, the share is 8 MiB
-  ASSERT_EQ(up.granted, (std::vector<std::size_t>{8 * MiB, 8 * MiB}));
-  pool.deallocate(on_a, 7 * MiB, a);
-  pool.deallocate(on_b, 2 * MiB, b);
-  pool.check_invariants();
+  stream_handle const c = backend().create_stream(true);
+  {
+    pool_resource pool(up, options);
+    void* most = pool.allocate(49 * MiB, a);
+    up.refusing = true;
+    EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
+    EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);
+    up.refusing = false;
+    void* on_b = pool.allocate(2 * MiB, b);  // 24 MiB wanted; the share is 50 / 3 -> 16 MiB
+    ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB}));
+    void* fill = pool.allocate(14 * MiB, a);  // fits: 1 MiB left
+    up.refusing = true;
+    EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);  // c short again
+    up.refusing = false;
+    up.refuse_above = 8 * MiB;
+    void* small = pool.allocate(2 * MiB, a);  // 16 MiB wanted for a and c: refused; one chunk
+    ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB, 8 * MiB}));
+    pool.deallocate(small, 2 * MiB, a);
+    pool.deallocate(fill, 14 * MiB, a);
+    pool.deallocate(most, 49 * MiB, a);
+    pool.deallocate(on_b, 2 * MiB, b);
+    pool.check_invariants();
+    pool.release_stream(c);
+  }
+  backend().destroy_stream(c);
 }
 
 }  // namespace

@@ -25,9 +25,10 @@ struct pool_options {
   std::size_t initial_size = 0;
   // Growth step: a miss takes max(chunk_size × n, the request rounded to 2 MiB) from the upstream,
   // where n (at least 1) is the number of streams that ran short of memory they could use at once
-  // since the pool last grew: streams that run short together share one upstream call instead of
-  // making one each. For n > 1 the step is held to max(chunk_size, held / streams seen), since
-  // such streams may grow at the same moment. A pool used from one stream grows by chunk_size.
+  // since the pool last grew: a growth leaves room for all of them, so that their next misses need
+  // no upstream call of their own. For n > 1 the step is held to max(chunk_size, held / streams
+  // seen, rounded down to 2 MiB), since such streams may grow at the same moment. Refused, a
+  // growth tries chunk_size, then the request. A pool used from one stream grows by chunk_size.
   std::size_t chunk_size = 32 * MiB;
   // The pool never holds more than this from the upstream.
   std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
@@ -151,9 +152,9 @@ struct pool_statistics {
 // (and then carve the merged memory up again): after 8 such misses under the mutex since the last
 // growth, the next one grows the pool instead (still within maximum_size, still trimming first).
 // A growth takes chunk_size for every stream that ran short since the last one, up to the pool's
-// share per stream (pool_options::chunk_size): with many streams allocating, one upstream call
-// serves them all, where each would otherwise make its own (concurrent cudaMalloc calls wait for
-// each other in the driver).
+// share per stream (pool_options::chunk_size): with many streams allocating, it leaves room for
+// the next misses of all of them, where each would otherwise make its own upstream call
+// (concurrent cudaMalloc calls wait for each other in the driver).
 //
 // Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
 // reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the
