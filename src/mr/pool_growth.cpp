@@ -61,8 +61,10 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   void* p = nullptr;
   std::size_t got = 0;
   try {
+    std::size_t refused = 0;  // the last size refused: the attempts only shrink, never repeat
     for (std::size_t attempt : {preferred, one_chunk, fitted, need}) {
-      if (attempt < need) continue;
+      if (attempt < need || attempt == refused) continue;
+      refused = attempt;
       try {
         p = upstream_.allocate(attempt, nullptr);
       } catch (out_of_memory const&) {
