@@ -13,6 +13,7 @@
 #include "host_vmm.hpp"
 #include "vmm_registry.hpp"
 
+#include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
@@ -43,6 +44,9 @@ namespace {
 
 using namespace detail::host;
 
+// The per-thread default stream's handle, the value CUDA gives cudaStreamPerThread.
+stream_handle const per_thread_handle = reinterpret_cast<stream_handle>(std::uintptr_t{0x2});
+
 constexpr std::array<std::uint8_t, 8> ipc_magic{'g', 'p', 'u', 'm', 'e', 'm', 'h', '1'};
 
 struct ipc_payload {
@@ -62,8 +66,7 @@ class host_backend final : public detail::vmm_backend {
   ~host_backend() override {
     // Streams first: their queued tasks may still touch the arena.
     default_stream_.reset();
-    for (auto& entry : per_thread_streams_)
-      entry.second.reset();
+    per_thread_streams_.clear();
     for (stream_impl* s : streams_)
       delete s;
     vmm_.release_all();
@@ -96,14 +99,17 @@ class host_backend final : public detail::vmm_backend {
   memory_info get_memory_info() override { return arena_.info(); }
   void synchronize() override {
     std::vector<stream_impl*> all;
+    std::vector<std::shared_ptr<stream_impl>> per_thread;  // kept alive while waited for
     {
       std::lock_guard<std::mutex> lock(mutex_);
       all.assign(streams_.begin(), streams_.end());
       for (auto& entry : per_thread_streams_)
-        all.push_back(entry.second.get());
+        per_thread.push_back(entry.second.stream);
     }
     default_stream().synchronize();
     for (stream_impl* s : all)
+      s->synchronize();
+    for (auto const& s : per_thread)
       s->synchronize();
   }
 
@@ -214,12 +220,8 @@ class host_backend final : public detail::vmm_backend {
   }
   void synchronize_stream(stream_handle stream) override { resolve(stream).synchronize(); }
   bool query_stream(stream_handle stream) override { return resolve(stream).idle(); }
-  stream_handle per_thread_default_stream() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& slot = per_thread_streams_[std::this_thread::get_id()];
-    if (!slot) slot = std::make_unique<stream_impl>();
-    return slot.get();
-  }
+  // As CUDA's cudaStreamPerThread: one handle that names the calling thread's own stream.
+  stream_handle per_thread_default_stream() override { return per_thread_handle; }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     resolve(stream).enqueue(std::move(fn));
   }
@@ -370,7 +372,25 @@ class host_backend final : public detail::vmm_backend {
     return *default_stream_;
   }
   stream_impl& resolve(stream_handle stream) {
-    return stream == nullptr ? default_stream() : *stream;
+    if (stream == nullptr) return default_stream();
+    return stream == per_thread_handle ? this_thread_stream() : *stream;
+  }
+  // The calling thread's per-thread stream, keyed by its serial (a thread id is reused by the next
+  // thread created: that thread must get a new stream, not the work queue of a dead one). The
+  // streams of threads that have exited are destroyed once idle, when a new thread makes its own.
+  stream_impl& this_thread_stream() {
+    std::uint64_t const serial = detail::this_thread_serial();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = per_thread_streams_.find(serial);
+    if (it != per_thread_streams_.end()) return *it->second.stream;
+    for (auto dead = per_thread_streams_.begin(); dead != per_thread_streams_.end();) {
+      if (dead->second.owner.expired() && dead->second.stream->idle())
+        dead = per_thread_streams_.erase(dead);
+      else
+        ++dead;
+    }
+    per_thread_stream entry{detail::this_thread_lifetime(), std::make_shared<stream_impl>()};
+    return *per_thread_streams_.emplace(serial, std::move(entry)).first->second.stream;
   }
   std::shared_ptr<event_impl> live_event(event_handle event, char const* call) {
     if (event == nullptr)
@@ -405,7 +425,11 @@ class host_backend final : public detail::vmm_backend {
   std::unordered_map<void*, std::pair<void*, std::size_t>> ipc_mappings_;
   std::set<stream_impl*> streams_;
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
-  std::unordered_map<std::thread::id, std::unique_ptr<stream_impl>> per_thread_streams_;
+  struct per_thread_stream {
+    std::weak_ptr<void const> owner;  // expires when the thread exits
+    std::shared_ptr<stream_impl> stream;
+  };
+  std::unordered_map<std::uint64_t, per_thread_stream> per_thread_streams_;
   std::once_flag default_once_;
   std::unique_ptr<stream_impl> default_stream_;
 };

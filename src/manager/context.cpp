@@ -3,7 +3,7 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
 
-#include "scoped_device.hpp"
+#include <gpumem/cuda/detail/scoped_device.hpp>
 
 #include <cstdlib>
 #include <map>

@@ -2,7 +2,7 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/ipc_mixin.hpp>
 
-#include "scoped_device.hpp"
+#include <gpumem/cuda/detail/scoped_device.hpp>
 
 #include <unistd.h>
 

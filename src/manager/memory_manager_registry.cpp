@@ -6,9 +6,9 @@
 #include <gpumem/manager/memory_manager_registry.hpp>
 #include <gpumem/manager/plugin.hpp>
 
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
 #include "builtin_resource_managers.hpp"
-#include "scoped_device.hpp"
 
 #include <dlfcn.h>
 

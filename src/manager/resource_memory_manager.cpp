@@ -2,8 +2,8 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
-#include "scoped_device.hpp"
 
 namespace gpumem {
 

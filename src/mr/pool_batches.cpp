@@ -166,7 +166,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     ++lock_acquisitions_;
     for (std::uint32_t i = 0; i < move; ++i)
       give_back_locked(bin.slots[--bin.count], size, s);
-    after_give_back_locked(s);
+    after_give_back_locked(s, options_.fence_bytes);
   }
   pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
 }
@@ -195,6 +195,83 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
   pool_bump(cache.counters.cached_bytes, -moved_bytes);
 }
 
+// --- the large path ------------------------------------------------------------------------------
+// A block above max_cached_size is carved from the calling thread's stream's own extents under
+// that stream's lock alone, and handed back there the same way: with one thread per stream, a
+// large allocate+free pair meets no other thread. Only a miss takes the pool's mutex (obtain).
+// Frees are fenced in batches (large_fence_bytes), never one event per block.
+
+void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) {
+  pool_stream& s = *cache.stream;
+  std::lock_guard<std::mutex> arena(s.mutex);
+  if (s.extents.empty()) return nullptr;
+  auto const it = s.extents.best_fit(size);
+  if (it == s.extents.extents().end()) return nullptr;
+  std::uintptr_t const addr = it->first;                 // take() cuts from the start
+  large_blocks_.insert(addr, {size, it->second.chunk});  // may throw: nothing changed then
+  s.extents.take(it, size);
+  s.net_returned -= static_cast<std::int64_t>(size);
+  s.refills.fetch_add(1, std::memory_order_relaxed);  // the stream is allocating: not quiet
+  return reinterpret_cast<void*>(addr);
+}
+
+bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
+                                  pool_chunk*& chunk) noexcept {
+  switch (large_blocks_.remove(addr, size, chunk)) {
+    case pool_large_blocks::outcome::removed:
+      return true;
+    case pool_large_blocks::outcome::not_live:
+      log(log_level::error, name() + ": deallocate(" + hex(addr) + ", " + std::to_string(size) +
+                                " B): not a live block of this pool (double free or foreign "
+                                "pointer); ignored");
+      break;
+    case pool_large_blocks::outcome::wrong_size:
+      log(log_level::error, name() + ": deallocate(" + hex(addr) + ", " + std::to_string(size) +
+                                " B): the block was allocated with another size; ignored");
+      break;
+  }
+  return false;
+}
+
+pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, void* ptr,
+                                                     std::size_t size) noexcept {
+  pool_stream& s = *cache.stream;
+  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
+  pool_chunk* chunk = nullptr;
+  if (!check_large_free(addr, size, chunk)) return own_free::refused;
+  bool fence = false;
+  {
+    std::lock_guard<std::mutex> arena(s.mutex);
+    // The range's chunk of an expandable pool changes size under chunks_mutex_: read it under it.
+    std::shared_lock<std::shared_mutex> chunks(chunks_mutex_, std::defer_lock);
+    if (vrange_ != nullptr) chunks.lock();
+    try {
+      if (!add_extent(s.extents, addr, size, s.epoch, chunk)) return own_free::refused;
+    } catch (std::exception const&) {
+      // No memory for the node: the shared path tries again (and logs if it fails too).
+      try {
+        large_blocks_.insert(addr, {size, chunk});
+      } catch (...) {
+      }
+      return own_free::elsewhere;
+    }
+    s.unfenced_bytes += size;
+    s.net_returned += static_cast<std::int64_t>(size);
+    // A stream that takes back about what it frees needs no fence: its blocks come back to it.
+    // One that frees more than it takes (the consumer of a producer) is fenced every
+    // large_fence_bytes of that excess, so that others can use it. With a single stream nobody
+    // waits for a fence.
+    fence = s.net_returned >= static_cast<std::int64_t>(large_fence_bytes()) &&
+            stream_count_.load(std::memory_order_relaxed) > 1;
+  }
+  if (fence) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
+    after_give_back_locked(s, 0);
+  }
+  return own_free::taken;
+}
+
 void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {
   void* p = nullptr;
   {
@@ -203,6 +280,15 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
     pool_stream& s = stream_locked(stream);
     s.refills.fetch_add(1, std::memory_order_relaxed);
     p = obtain(lock, size, s);
+    if (requested > options_.max_cached_size) {
+      auto const addr = reinterpret_cast<std::uintptr_t>(p);
+      try {
+        large_blocks_.insert(addr, {size, chunk_of(addr)});
+      } catch (...) {
+        give_back_locked(p, size, s);
+        throw;
+      }
+    }
     large_live_ += size;
     large_requested_ += requested;
     ++large_allocations_;
@@ -223,14 +309,28 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
         name() + ": lost " + hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
     return;
   }
-  // The stream's own extents catch a block freed twice on it; another stream's or the free ones
-  // need a look (cached sizes: track_blocks).
-  if (overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size)) return;
+  // A large block must be live (a double free on any stream is caught); a cached size freed
+  // without a thread cache is checked against every stream's extents.
+  pool_chunk* chunk = nullptr;
+  if (requested > options_.max_cached_size
+          ? !check_large_free(reinterpret_cast<std::uintptr_t>(ptr), size, chunk)
+          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
+    return;
   give_back_locked(ptr, size, *s);
   large_live_ -= size;
   large_requested_ -= requested;
   ++large_deallocations_;
-  after_give_back_locked(*s);
+  if (s->retired) {
+    // Freed by an exiting thread after its stream was settled (from a later thread_local
+    // destructor): the last moment its per-thread stream can be fenced.
+    try {
+      fence_locked(*s);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": fence failed: " + e.what());
+    }
+    return;
+  }
+  after_give_back_locked(*s, large_fence_bytes());
 }
 
 std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) {
@@ -255,12 +355,15 @@ void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
   flush_cache_locked(cache);
   // Only this thread may fence its per-thread default stream: what it parked there goes to the
   // extents, fenced, now (or free, if the stream is idle), not at the next device synchronisation.
+  // No later thread can name this stream's entry (its key holds this thread's serial): it goes
+  // once its memory is free for all.
   if (cache.stream->per_thread) {
     try {
       settle_locked(*cache.stream);
     } catch (std::exception const& e) {
       log(log_level::warn, name() + ": settling a thread's stream at its exit failed: " + e.what());
     }
+    cache.stream->retired = true;
   }
   retired_live_ += cache.counters.live_bytes.load();
   retired_requested_ += cache.counters.requested_bytes.load();
@@ -310,7 +413,9 @@ std::size_t pool_state::trim() {
   for (auto& entry : streams_)
     settle_locked(*entry.second);
   poll_locked();
-  return trim_locked();
+  std::size_t const trimmed = trim_locked();
+  reap_retired_locked();
+  return trimmed;
 }
 
 void pool_state::release_stream(stream_handle stream) {
@@ -372,6 +477,7 @@ memory_info pool_state::memory_info_snapshot() const {
   }
   std::size_t const room = options_.maximum_size - std::min(options_.maximum_size, held);
   memory_info info;
+  scoped_device const on_device(backend_, device_);
   try {
     memory_info const up = upstream_.get_memory_info();
     info.total = std::min(up.total, options_.maximum_size);

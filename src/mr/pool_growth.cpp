@@ -30,7 +30,11 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   std::size_t short_streams = 0;
   for (auto const& entry : streams_)
     short_streams += entry.second->short_at_growth == upstream_allocations_ ? 1 : 0;
-  std::size_t const chunk = options_.chunk_size;
+  // A young pool grows by half of what it holds (2 MiB at first), up to chunk_size: a workload
+  // of a few MiB holds a few MiB, and a large one reaches chunk_size steps in a few growths.
+  std::size_t const chunk =
+      std::min(options_.chunk_size,
+               std::max(growth_rounding, held_ / 2 / growth_rounding * growth_rounding));
   if (short_streams <= 1) return chunk;
   // Streams short at once may each grow at once (the upstream's call runs without the mutex), so
   // a step is also held to the pool's share per stream: together they at most double the pool,
@@ -44,6 +48,7 @@ std::size_t pool_state::growth_step_locked() const noexcept {
 }
 
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
+  scoped_device const on_device(backend_, device_);  // the upstream allocates on the current one
   if (vrange_ != nullptr && grow_range(lock, size)) return true;
   std::size_t const need = pool_round_up(size);
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
@@ -105,6 +110,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
 
 void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   held_ += bytes;
+  held_hint_.store(held_, std::memory_order_relaxed);
   peak_held_ = std::max(peak_held_, held_);
   misses_since_growth_ = 0;
   reclaims_since_growth_ = 0;
@@ -115,6 +121,7 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
 }
 
 std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
+  scoped_device const on_device(backend_, device_);
   // The range's free end, before a growth, would only be mapped again at once.
   std::size_t released = shrink_range ? shrink_range_locked() : 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
@@ -145,6 +152,7 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
     }
     upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
     held_ -= chunk.size;
+    held_hint_.store(held_, std::memory_order_relaxed);
     released += chunk.size;
     ++upstream_deallocations_;
     std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);

@@ -3,12 +3,15 @@
 // Every function named *_locked runs with mutex_ held.
 #include "pool_state.hpp"
 
+#include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
+#include <gpumem/core/units.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace gpumem::detail {
@@ -38,6 +41,7 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
     : upstream_(upstream),
       options_(options),
       backend_(options.backend != nullptr ? *options.backend : backend()),
+      device_(backend_.current_device()),
       num_classes_(0),
       id_(next_pool_id.fetch_add(1)) {
   GPUMEM_EXPECTS(options.max_cached_size <= 4 * GiB, "pool_options::max_cached_size " +
@@ -52,10 +56,8 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
                      : 0;
   // Cached sizes must be exactly the class sizes up to the limit.
   if (num_classes_ > 0) options_.max_cached_size = pool_class_size(num_classes_ - 1);
-  if (backend_.kind() == backend_kind::cuda) {
-    per_thread_handle_ = backend_.per_thread_default_stream();
-    has_per_thread_handle_ = true;
-  }
+  per_thread_handle_ = backend_.per_thread_default_stream();
+  has_per_thread_handle_ = true;
   if (options.expandable) {
     std::size_t device = options.maximum_size;
     try {
@@ -73,6 +75,13 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
 }
 
 pool_state::~pool_state() {
+  std::optional<scoped_device> on_device;
+  try {
+    on_device.emplace(backend_, device_);
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": could not make device " + std::to_string(device_) +
+                              " current in the destructor: " + e.what());
+  }
   {
     std::lock_guard<std::mutex> registry(pool_registry_mutex());
     for (auto& cache : caches_)
@@ -121,24 +130,37 @@ std::string pool_state::name() const {
 // --- streams and fences --------------------------------------------------------------------------
 
 pool_stream& pool_state::stream_locked(stream_handle handle) {
-  bool const per_thread =
-      has_per_thread_handle_ && handle != nullptr && handle == per_thread_handle_;
-  auto const key =
-      std::make_pair(handle, per_thread ? std::this_thread::get_id() : std::thread::id());
+  bool const per_thread = is_per_thread(handle);
+  auto const key = std::make_pair(handle, per_thread ? this_thread_serial() : std::uint64_t{0});
   auto it = streams_.find(key);
   if (it != streams_.end()) return *it->second;
+  if (per_thread) reap_retired_locked();  // threads come and go: their entries must not pile up
   auto s = std::make_unique<pool_stream>();
   s->handle = handle;
-  s->thread = key.second;
+  s->owner_thread = key.second;
   s->per_thread = per_thread;
   s->class_lists.resize(num_classes_);
   s->class_used.resize(num_classes_);
-  return *streams_.emplace(key, std::move(s)).first->second;
+  pool_stream& added = *streams_.emplace(key, std::move(s)).first->second;
+  stream_count_.store(streams_.size(), std::memory_order_relaxed);
+  return added;
 }
 
 bool pool_state::fenceable(pool_stream const& s) const noexcept {
   // The per-thread default stream names the caller's own stream: only its thread may record on it.
-  return !s.per_thread || s.thread == std::this_thread::get_id();
+  return !s.per_thread || s.owner_thread == this_thread_serial();
+}
+
+void pool_state::reap_retired_locked() noexcept {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    pool_stream const& s = *it->second;
+    if (s.retired && s.fences.empty() && s.extents.bytes() == 0 &&
+        s.class_list_bytes.load(std::memory_order_relaxed) == 0)
+      it = streams_.erase(it);
+    else
+      ++it;
+  }
+  stream_count_.store(streams_.size(), std::memory_order_relaxed);
 }
 
 event_handle pool_state::take_event_locked() {
@@ -147,6 +169,7 @@ event_handle pool_state::take_event_locked() {
     spare_events_.pop_back();
     return e;
   }
+  scoped_device const on_device(backend_, device_);
   return backend_.create_event(false);
 }
 
@@ -169,6 +192,7 @@ void pool_state::fence_locked(pool_stream& s) {
   s.fences.push_back({event, s.epoch});
   ++s.epoch;
   s.unfenced_bytes = 0;
+  s.net_returned = 0;
   ++events_recorded_;
 }
 
@@ -391,6 +415,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   cuts.reserve(streams_.size());
   for (auto& entry : streams_)
     cuts.emplace_back(entry.second.get(), cut_epoch_locked(*entry.second));
+  scoped_device const on_device(backend_, device_);
   backend_.synchronize();
   ++synchronizations_;
   for (auto const& [stream, upto] : cuts)
@@ -472,14 +497,14 @@ void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) n
   give_back_held(ptr, size, s);
 }
 
-void pool_state::after_give_back_locked(pool_stream& s) noexcept {
+void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept {
   // With a single stream nobody waits for a fence; with several, one event per fence_bytes freed.
   // Only this stream's fences are polled here: walking every stream on each batch is what made
   // threads on separate streams serialise; the slow path polls them all when someone runs short.
   if (streams_.size() < 2 || !fenceable(s)) return;
   {
     std::lock_guard<std::mutex> arena(s.mutex);
-    if (s.unfenced_bytes < options_.fence_bytes) return;
+    if (s.unfenced_bytes < threshold) return;
   }
   try {
     fence_locked(s);

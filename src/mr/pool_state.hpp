@@ -18,6 +18,7 @@
 
 #include "pool_extents.hpp"
 
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/detail/pool_size_classes.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -98,8 +99,13 @@ inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcep
 // another stream's.
 struct alignas(64) pool_stream {
   stream_handle handle = nullptr;
-  std::thread::id thread;  // the owner of a per-thread default stream; empty otherwise
+  // A per-thread default stream (one handle naming each thread's own stream) is owned by one
+  // thread, known by its serial (never reused, unlike a thread id); 0 for other streams. Only the
+  // owner may record on it or query it. `retired`, under the pool's mutex: the owner has exited
+  // (what it freed was fenced then); the entry goes once everything it owned is free.
+  std::uint64_t owner_thread = 0;
   bool per_thread = false;
+  bool retired = false;
   // Under the pool's mutex: fences recorded and not yet seen complete, oldest first, and the
   // epoch up to which every extent is safe for all streams.
   std::deque<pool_fence> fences;
@@ -110,6 +116,8 @@ struct alignas(64) pool_stream {
   std::uint64_t epoch = 1;         // given to extents handed back now
   pool_extent_set extents;         // owned by this stream: reusable by it at once
   std::size_t unfenced_bytes = 0;  // extents handed back since the last fence
+  // Large blocks handed back less those taken, under `mutex`, since the last fence.
+  std::int64_t net_returned = 0;
   // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no
   // fence covers them: they join the extents, at the then-current epoch, when the stream runs
   // short). class_list_bytes is also read without the lock, as a hint.
@@ -138,6 +146,49 @@ struct alignas(64) pool_stream {
     class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
                            std::memory_order_relaxed);
   }
+};
+
+// The live blocks above max_cached_size, by address, with their chunk: a free finds its chunk here
+// without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
+// never allocated here) or with the wrong size is caught and ignored. Sharded by address, each
+// shard under its own lock on its own cache line, so threads rarely meet.
+class pool_large_blocks {
+ public:
+  struct block {
+    std::size_t size;
+    pool_chunk* chunk;
+  };
+  enum class outcome { removed, not_live, wrong_size };
+
+  // May throw std::bad_alloc (then nothing changed).
+  void insert(std::uintptr_t addr, block b) {
+    shard& s = shard_of(addr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.blocks.insert_or_assign(addr, b);
+  }
+  // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
+  outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept {
+    shard& s = shard_of(addr);
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto const it = s.blocks.find(addr);
+    if (it == s.blocks.end()) return outcome::not_live;
+    if (it->second.size != size) return outcome::wrong_size;
+    chunk = it->second.chunk;
+    s.blocks.erase(it);
+    return outcome::removed;
+  }
+
+ private:
+  static constexpr std::size_t shard_count = 64;
+  struct alignas(64) shard {
+    std::mutex mutex;
+    std::unordered_map<std::uintptr_t, block> blocks;
+  };
+  shard& shard_of(std::uintptr_t addr) noexcept {
+    // Blocks are 256-byte aligned; a multiplicative hash spreads neighbouring addresses.
+    return shards_[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
+  }
+  shard shards_[shard_count];
 };
 
 inline constexpr std::uint32_t pool_bin_slots = 32;
@@ -196,6 +247,20 @@ class pool_state {
   // stream and returns how many it pushed.
   std::uint32_t carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want);
   void overflow(pool_thread_cache& cache, unsigned cls) noexcept;
+  // The large-size path: first the calling thread's stream's own extents under that stream's lock
+  // alone (pool_thread_cache.cpp); else allocate_large / deallocate_large, under mutex_.
+  enum class own_free { taken, refused, elsewhere };
+  void* take_large_own(pool_thread_cache& cache, std::size_t size);
+  own_free give_back_large_own(pool_thread_cache& cache, void* ptr, std::size_t size) noexcept;
+  // Takes a large block out of large_blocks_ and says its chunk; false (and logs) if it is not
+  // live with that size.
+  bool check_large_free(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
+  // Bytes a stream hands back between two fences of the large path: fence_bytes, or an eighth of
+  // what the pool holds if that is more (the fences let other streams reuse what a stream freed;
+  // an event per block of a large workload only costs).
+  std::size_t large_fence_bytes() const noexcept {
+    return std::max(options_.fence_bytes, held_hint_.load(std::memory_order_relaxed) / 8);
+  }
   void* allocate_large(std::size_t size, std::size_t requested, stream_handle stream);
   void deallocate_large(void* ptr, std::size_t size, std::size_t requested,
                         stream_handle stream) noexcept;
@@ -204,6 +269,7 @@ class pool_state {
   void deallocate_uncached(void* ptr, std::size_t size, std::size_t bytes,
                            stream_handle stream) noexcept;
   std::shared_ptr<pool_thread_cache> make_cache(stream_handle stream);
+  pool_thread_cache* calling_thread_cache(stream_handle stream) noexcept;
   // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
   void retire_cache(pool_thread_cache& cache) noexcept;
   // The calling thread's caches of this pool go back to the per-stream lists.
@@ -235,6 +301,11 @@ class pool_state {
   using extent_map = pool_extent_set::map;
 
   pool_stream& stream_locked(stream_handle handle);
+  bool is_per_thread(stream_handle handle) const noexcept {
+    return has_per_thread_handle_ && handle != nullptr && handle == per_thread_handle_;
+  }
+  // Drops the entries of retired per-thread streams that own nothing any more.
+  void reap_retired_locked() noexcept;
   bool fenceable(pool_stream const& s) const noexcept;
   // The chunk holding `addr` (null if none): with mutex_ or chunks_mutex_ held.
   pool_chunk* chunk_of(std::uintptr_t addr) noexcept;
@@ -285,7 +356,9 @@ class pool_state {
   void drain_class_lists_held(pool_stream& s, bool cold_only = false);
   // --- streams and fences (mutex_ held; they take the stream's lock) ---
   void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
-  void after_give_back_locked(pool_stream& s) noexcept;
+  // Fences `s` when it has handed back at least `threshold` bytes since its last fence (and other
+  // streams exist to use them).
+  void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
   void settle_locked(pool_stream& s);
@@ -326,6 +399,9 @@ class pool_state {
   memory_resource& upstream_;
   pool_options options_;
   device_backend& backend_;
+  // The device current at construction: the pool's chunks, events and synchronisations belong to
+  // it, whichever device is current when a thread calls (scoped_device around the device work).
+  int device_ = 0;
   unsigned num_classes_;
   std::uint64_t id_;
   stream_handle per_thread_handle_ = nullptr;
@@ -338,7 +414,8 @@ class pool_state {
   alignas(64) mutable std::mutex mutex_;
   std::map<std::uintptr_t, pool_chunk> chunks_;  // changed with chunks_mutex_ held as well
   pool_extent_set free_;                         // extents free for every stream
-  std::map<std::pair<stream_handle, std::thread::id>, std::unique_ptr<pool_stream>> streams_;
+  // Keyed by (handle, owner thread serial): 0 but for per-thread default streams.
+  std::map<std::pair<stream_handle, std::uint64_t>, std::unique_ptr<pool_stream>> streams_;
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
   mutable std::shared_mutex chunks_mutex_;
@@ -346,6 +423,9 @@ class pool_state {
   std::uint64_t reclaims_since_growth_ = 0;
   std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
+  std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_
+  std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
+  pool_large_blocks large_blocks_;
   std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
   // Expandable pools: the range, and its chunk in chunks_ (null while nothing is mapped). Growth
   // takes vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the

@@ -12,6 +12,7 @@
 // in a shared library) costs a __tls_get_addr call and an initialisation check on every access.
 #include "pool_state.hpp"
 
+#include <gpumem/core/config.hpp>
 #include <gpumem/core/logging.hpp>
 
 namespace gpumem::detail {
@@ -31,12 +32,6 @@ struct tls_table {
 };
 
 thread_local tls_table tls;
-
-#if defined(__GNUC__)
-#define GPUMEM_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
-#else
-#define GPUMEM_TLS_INITIAL_EXEC
-#endif
 
 // The last (pool, stream) looked up by this thread, and its cache. Pool ids start at 1.
 GPUMEM_TLS_INITIAL_EXEC thread_local std::uint64_t last_id = 0;
@@ -102,8 +97,41 @@ void pool_state::flush_calling_thread() {
   flush_calling_thread_locked();
 }
 
+// The calling thread's cache for `stream`, or null when none can be had (no memory, or the thread
+// is exiting). A thread that uses its per-thread default stream must settle it when it exits (no
+// other thread may record on it): its cache for that stream is what does it. Without one, the
+// stream's memory stays its own until a device-wide synchronisation: safe, only slower to reuse.
+pool_thread_cache* pool_state::calling_thread_cache(stream_handle stream) noexcept {
+  try {
+    return cache_for(*this, stream);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
+    return nullptr;
+  }
+}
+
 void* pool_state::allocate(std::size_t bytes, stream_handle stream) {
-  if (bytes > options_.max_cached_size) return allocate_large(pool_round_up(bytes), bytes, stream);
+  if (bytes > options_.max_cached_size) {
+    std::size_t const size = pool_round_up(bytes);
+    pool_thread_cache* const cache = calling_thread_cache(stream);
+    void* const p = cache != nullptr ? take_large_own(*cache, size) : nullptr;
+    if (p == nullptr) return allocate_large(size, bytes, stream);
+    pool_bump(cache->counters.live_bytes, size);
+    pool_bump(cache->counters.requested_bytes, bytes);
+    pool_bump(cache->counters.allocations, 1);
+    if (options_.track_blocks) {
+      try {
+        track_allocate(p, size, bytes, stream);
+      } catch (...) {
+        give_back_large_own(*cache, p, size);
+        pool_bump(cache->counters.live_bytes, -static_cast<std::int64_t>(size));
+        pool_bump(cache->counters.requested_bytes, -static_cast<std::int64_t>(bytes));
+        pool_bump(cache->counters.allocations, -1);
+        throw;
+      }
+    }
+    return p;
+  }
   unsigned const cls = pool_size_class(bytes);
   pool_thread_cache* const found = cache_for(*this, stream);
   if (found == nullptr) return allocate_uncached(bytes, stream);
@@ -133,17 +161,18 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
   bool const cached = bytes <= options_.max_cached_size;
   std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
   if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
+  pool_thread_cache* const cache = calling_thread_cache(stream);
   if (!cached) {
-    deallocate_large(ptr, size, bytes, stream);
+    own_free const done =
+        cache != nullptr ? give_back_large_own(*cache, ptr, size) : own_free::elsewhere;
+    if (done == own_free::elsewhere) deallocate_large(ptr, size, bytes, stream);
+    if (done != own_free::taken) return;
+    pool_bump(cache->counters.live_bytes, -static_cast<std::int64_t>(size));
+    pool_bump(cache->counters.requested_bytes, -static_cast<std::int64_t>(bytes));
+    pool_bump(cache->counters.deallocations, 1);
     return;
   }
   unsigned const cls = pool_size_class(bytes);
-  pool_thread_cache* cache = nullptr;
-  try {
-    cache = cache_for(*this, stream);
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
-  }
   if (cache == nullptr) {
     // No cache (no memory for one, or the thread is exiting): straight to the shared structures.
     deallocate_uncached(ptr, size, bytes, stream);

@@ -176,6 +176,7 @@ std::size_t pool_state::shrink_range_locked() noexcept {
   std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
   vrange_chunk_->size -= released;
   held_ -= released;
+  held_hint_.store(held_, std::memory_order_relaxed);
   ++upstream_deallocations_;
   if (vrange_chunk_->size == 0) {
     chunks_.erase(base);

@@ -108,6 +108,27 @@ TEST(cuda_copy, per_thread_default_stream_carries_async_work) {
   EXPECT_TRUE(has_pattern(dst.as<std::uint8_t>(), n, 3));
 }
 
+// cudaStreamPerThread is one handle naming each thread's own stream: work one thread holds back
+// on it does not hold back another thread (also not a later thread given the first one's id).
+TEST(cuda_stream, per_thread_default_stream_is_each_threads_own) {
+  auto& b = backend();
+  gpumem::stream_handle const s = b.per_thread_default_stream();
+  stream_gate gate;
+  std::thread t1([&] {
+    EXPECT_EQ(b.per_thread_default_stream(), s) << "one handle for every thread";
+    gate.block(s);
+    EXPECT_FALSE(b.query_stream(s));
+  });
+  t1.join();
+  bool idle_elsewhere = false;
+  std::thread t2([&] { idle_elsewhere = b.query_stream(s); });
+  t2.join();
+  EXPECT_TRUE(idle_elsewhere) << "a new thread saw the exited thread's pending work";
+  EXPECT_TRUE(b.query_stream(s)) << "the main thread saw another thread's pending work";
+  gate.open();
+  b.synchronize();
+}
+
 TEST(cuda_event, query_before_record_and_after_completion) {
   auto& b = backend();
   scoped_stream stream;

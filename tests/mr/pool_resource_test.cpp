@@ -159,7 +159,7 @@ TEST_F(pool_test, churn_on_two_streams_records_far_fewer_events_than_frees) {
 
 TEST_F(pool_test, large_blocks_coalesce_back_into_one_extent) {
   pool_options options;
-  options.chunk_size = 64 * MiB;
+  options.initial_size = 64 * MiB;  // one chunk
   pool_resource pool(upstream, options);
   std::vector<void*> blocks;
   std::string growth;  // how the pool grew, for the message if the chunk count is wrong
@@ -341,7 +341,7 @@ TEST_F(pool_test, a_pool_too_tight_for_its_sizes_grows_instead_of_merging_on_eve
 
 TEST_F(pool_test, blocks_parked_by_another_stream_are_reclaimed_before_out_of_memory) {
   pool_options options;
-  options.chunk_size = 8 * MiB;
+  options.initial_size = 8 * MiB;  // one chunk, all the pool may hold
   options.maximum_size = 8 * MiB;
   pool_resource pool(upstream, options);
   std::vector<void*> blocks;

@@ -26,3 +26,13 @@
 #ifndef GPUMEM_HAS_CUDA
 #define GPUMEM_HAS_CUDA 0
 #endif
+
+// Thread-local variables read on hot paths: the initial-exec model makes a read one fs-relative
+// load (the default model in a shared library calls __tls_get_addr). Keep such variables few and
+// small (a few words): a library loaded with dlopen takes them from glibc's small static TLS
+// surplus.
+#if defined(__GNUC__)
+#define GPUMEM_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
+#else
+#define GPUMEM_TLS_INITIAL_EXEC
+#endif

@@ -23,12 +23,13 @@ class pool_state;
 struct pool_options {
   // Taken from the upstream at construction (0: grow on first use).
   std::size_t initial_size = 0;
-  // Growth step: a miss takes max(chunk_size × n, the request rounded to 2 MiB) from the upstream,
-  // where n (at least 1) is the number of streams that ran short of memory they could use at once
-  // since the pool last grew: a growth leaves room for all of them, so that their next misses need
-  // no upstream call of their own. For n > 1 the step is held to max(chunk_size, held / streams
-  // seen, rounded down to 2 MiB), since such streams may grow at the same moment. Refused, a
-  // growth tries chunk_size, then the request. A pool used from one stream grows by chunk_size.
+  // Growth step: a miss takes max(step × n, the request rounded to 2 MiB) from the upstream, where
+  // step is half of what the pool holds (2 MiB at first) up to chunk_size, and n (at least 1) is
+  // the number of streams that ran short of memory they could use at once since the pool last
+  // grew: a growth leaves room for all of them, so that their next misses need no upstream call of
+  // their own. For n > 1 the step × n is held to max(step, held / streams seen, rounded down to
+  // 2 MiB), since such streams may grow at the same moment. Refused, a growth tries chunk_size,
+  // then the request. A pool used from one stream grows by step.
   std::size_t chunk_size = 32 * MiB;
   // The pool never holds more than this from the upstream.
   std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
@@ -39,8 +40,9 @@ struct pool_options {
   // 4 and 32 blocks whatever their size).
   std::size_t thread_cache_class_bytes = 4 * MiB;
   // Once this many bytes freed on one stream wait for reuse by other streams, the pool records ONE
-  // event on that stream for all of them (a fence). Fences are also made on demand, when another
-  // stream runs short.
+  // event on that stream for all of them (a fence); for blocks above max_cached_size, once this
+  // many or an eighth of what the pool holds, whichever is more. Fences are also made on demand,
+  // when another stream runs short.
   std::size_t fence_bytes = 64 * MiB;
   // Before taking a new chunk, give back to the upstream every chunk that is completely free, or
   // completely freed on the calling stream (in that stream's order, so the upstream may wait for
@@ -106,7 +108,9 @@ struct pool_statistics {
 // coalescing best fit: extents ordered by address (for merging) and by size (O(log n) lookup),
 // never merged across chunks, in one set per owner: each stream's own (its *arena*, with its class
 // lists), and the free ones. A stream carves new blocks from its arena, and takes a slab (up to
-// 8 MiB) of the free extents when its arena runs dry. Larger requests go straight to the best fit.
+// 8 MiB) of the free extents when its arena runs dry. Larger requests are carved from the stream's
+// own extents, and freed back there, under its lock alone too; a miss goes to the best fit of the
+// free extents under the pool's mutex.
 //
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
@@ -121,8 +125,16 @@ struct pool_statistics {
 // stream runs short; a stream synchronisation happens only as the last resort before out-of-memory.
 // statistics() counts events so that tests prove there is no event per free.
 //
-// On CUDA's per-thread default stream (one handle naming a different stream in each thread) the
-// owner is the (handle, thread) pair, and only the owning thread fences it.
+// On the per-thread default stream (cudaStreamPerThread: one handle naming a different stream in
+// each thread) the owner is the (handle, thread) pair, the thread known by a serial that is never
+// reused (a new thread often gets the id of a joined one), and only the owning thread fences it.
+// When that thread exits, what it freed there is fenced (or freed, if its stream is idle), and the
+// pool forgets the stream once that memory is free for all.
+//
+// Device: the pool belongs to the device current when it was constructed. It grows, records
+// events, synchronises and gives memory back on that device whichever device the calling thread
+// has current (and leaves the caller's device as it was); the streams passed to it must belong to
+// that device.
 //
 // Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
 // call release_stream(s) before destroying s.

@@ -1,0 +1,124 @@
+// A pool belongs to the device current at its construction: its growth, events and
+// synchronisations happen there whichever device the calling thread has current, and the caller's
+// device is left as it was. Checked on a simulated second device (a backend that forwards to the
+// real one and notes every device call made while device 1 is current).
+#include "../support/forwarding_backend.hpp"
+#include "pool_test_support.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+using test::pool_test;
+
+class two_device_backend final : public test::forwarding_backend {
+ public:
+  using forwarding_backend::forwarding_backend;
+  int device_count() override { return 2; }
+  int current_device() override { return current(); }
+  void set_current_device(int ordinal) override {
+    if (ordinal < 0 || ordinal > 1)
+      throw logic_error("two_device_backend: no device " + std::to_string(ordinal));
+    current() = ordinal;
+  }
+  void synchronize() override {
+    note("synchronize");
+    inner_.synchronize();
+  }
+  void* allocate(std::size_t bytes) override {
+    note("allocate");
+    return inner_.allocate(bytes);
+  }
+  void deallocate(void* ptr) override {
+    note("deallocate");
+    inner_.deallocate(ptr);
+  }
+  event_handle create_event(bool timing) override {
+    note("create_event");
+    return inner_.create_event(timing);
+  }
+  memory_info get_memory_info() override {
+    note("get_memory_info");
+    return inner_.get_memory_info();
+  }
+
+  // Device calls made while device 1 was current.
+  std::vector<std::string> on_wrong_device() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return wrong_;
+  }
+
+ private:
+  static int& current() {
+    thread_local int device = 0;
+    return device;
+  }
+  void note(char const* call) {
+    if (current() == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    wrong_.emplace_back(call);
+  }
+  std::mutex mutex_;
+  std::vector<std::string> wrong_;
+};
+
+// cudaMalloc on the backend's current device.
+class backend_upstream final : public memory_resource {
+ public:
+  explicit backend_upstream(device_backend& b) : backend_(b) {}
+  std::string name() const override { return "backend_upstream"; }
+  memory_info get_memory_info() const override { return backend_.get_memory_info(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override { return backend_.allocate(bytes); }
+  void do_deallocate(void* p, std::size_t, stream_handle) noexcept override {
+    backend_.deallocate(p);
+  }
+  device_backend& backend_;
+};
+
+TEST_F(pool_test, works_on_its_own_device_whichever_is_current) {
+  two_device_backend devices(backend());
+  backend_upstream up(devices);
+  {
+    pool_options options;
+    options.backend = &devices;
+    options.fence_bytes = 1 * MiB;  // an event for every large free on two streams
+    options.chunk_size = 2 * MiB;
+    options.maximum_size = 64 * MiB;
+    pool_resource pool(up, options);
+    devices.set_current_device(1);  // the caller moves to another device
+    void* x = pool.allocate(8 * MiB, a);
+    void* y = pool.allocate(8 * MiB, b);
+    pool.deallocate(x, 8 * MiB, a);
+    pool.deallocate(y, 8 * MiB, b);
+    void* small = pool.allocate(4 * KiB, a);
+    pool.deallocate(small, 4 * KiB, a);
+    EXPECT_THROW(pool.allocate(128 * MiB, a), out_of_memory);  // synchronises on the way
+    (void)pool.get_memory_info();
+    pool.release_stream(b);
+    pool.trim();
+    EXPECT_GT(pool.statistics().events_recorded, 0u);
+    EXPECT_GT(pool.statistics().synchronizations, 0u);
+    EXPECT_EQ(devices.current_device(), 1) << "the pool left the caller on another device";
+  }  // destroyed while device 1 is current
+  EXPECT_EQ(devices.current_device(), 1);
+  std::vector<std::string> const wrong = devices.on_wrong_device();
+  std::string calls;
+  for (auto const& call : wrong)
+    calls += call + " ";
+  EXPECT_TRUE(wrong.empty()) << "device calls made on device 1 for a device-0 pool: " << calls;
+  devices.set_current_device(0);
+}
+
+}  // namespace
+}  // namespace gpumem
