@@ -40,8 +40,18 @@ step() {  # step NAME LOGFILE command...
   echo "${GPUMEM_COMMIT:-$(git rev-parse --verify -q HEAD 2>/dev/null || echo "unknown (not a git checkout)")}"
 } >"$out/device.txt" 2>&1
 
+# RMM's pool and arena as bench_alloc competitors: librmm and rapids-logger wheels in .whl/ (the
+# GPU machine has no package registry; docs/benchmarks.md says how to fetch them), unpacked here.
+rmm=()
+if compgen -G ".whl/librmm*.whl" >/dev/null && compgen -G ".whl/rapids_logger*.whl" >/dev/null; then
+  rm -rf "$root/build/rmm-site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$root/build/rmm-site" \
+    .whl/librmm*.whl .whl/rapids_logger*.whl >"$out/rmm-install.log" 2>&1 &&
+    rmm=(-DGPUMEM_RMM_ROOT="$root/build/rmm-site")
+fi
+
 step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON "${rmm[@]}"
 step build "$out/build.log" cmake --build "$build" -j "$jobs"
 
 step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure

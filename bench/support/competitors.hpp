@@ -1,0 +1,99 @@
+// bench_alloc's competitors, each a gpumem::memory_resource so that every one pays the same
+// virtual call: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator and RMM's pool and arena
+// (the last two when their libraries were found), and the pools' upstream with its time counted.
+#pragma once
+
+#include "rmm_resources.hpp"
+#include "torch_allocator.hpp"
+
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/memory_resource.hpp>
+
+#include "bench_support.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace gpumem::bench {
+
+class malloc_resource final : public memory_resource {  // cudaMalloc / cudaFree
+ public:
+  std::string name() const override { return "cudaMalloc"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override { return backend().allocate(bytes); }
+  void do_deallocate(void* p, std::size_t, stream_handle) noexcept override {
+    backend().deallocate(p);
+  }
+};
+
+class malloc_async_resource final : public memory_resource {  // cudaMallocAsync / cudaFreeAsync
+ public:
+  std::string name() const override { return "cudaMallocAsync"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    return backend().allocate_async(bytes, s);
+  }
+  void do_deallocate(void* p, std::size_t, stream_handle s) noexcept override {
+    backend().deallocate_async(p, s);
+  }
+};
+
+class torch_resource final : public memory_resource {
+ public:
+  std::string name() const override { return "PyTorch"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    return torch_allocate(bytes, static_cast<void*>(s));
+  }
+  void do_deallocate(void* p, std::size_t, stream_handle) noexcept override { torch_deallocate(p); }
+};
+
+class rmm_resource final : public memory_resource {
+ public:
+  explicit rmm_resource(rmm_kind kind) : kind_(kind), mr_(rmm_create(kind)) {}
+  ~rmm_resource() override { rmm_destroy(mr_); }
+  rmm_resource(rmm_resource const&) = delete;
+  rmm_resource& operator=(rmm_resource const&) = delete;
+  std::string name() const override { return kind_ == rmm_kind::pool ? "RMM pool" : "RMM arena"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    return rmm_allocate(mr_, bytes, static_cast<void*>(s));
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
+    rmm_deallocate(mr_, p, bytes, static_cast<void*>(s));
+  }
+  rmm_kind kind_;
+  void* mr_;
+};
+
+// The pools' upstream: cuda_resource, with the time its allocations take (growth inside a timed run
+// shows up here; cudaMalloc calls made by many threads at once wait for each other in the driver).
+class timed_upstream final : public memory_resource {
+ public:
+  std::string name() const override { return inner_.name(); }
+  double seconds() const { return static_cast<double>(ns_.load()) * 1e-9; }
+  memory_info get_memory_info() const override { return inner_.get_memory_info(); }
+  resource_properties properties() const noexcept override { return inner_.properties(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    stopwatch clock;
+    void* p = inner_.allocate(bytes, s);
+    ns_.fetch_add(static_cast<std::uint64_t>(clock.seconds() * 1e9));
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
+    inner_.deallocate(p, bytes, s);
+  }
+
+  cuda_resource inner_;
+  std::atomic<std::uint64_t> ns_{0};
+};
+
+}  // namespace gpumem::bench
