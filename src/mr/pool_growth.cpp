@@ -61,6 +61,11 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
   // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
   // the maximum size.
+  // Chunks are taken on a stream of the pool's own, created non-blocking: waiting for a
+  // stream-ordered upstream there waits for nothing else (the legacy default stream would wait for
+  // the work of every blocking stream, per-thread default streams included).
+  if (growth_stream_ == nullptr) growth_stream_ = backend_.create_stream(true);
+  stream_handle const order = growth_stream_;
   growing_ += preferred;
   lock.unlock();
   void* p = nullptr;
@@ -71,7 +76,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
       if (attempt < need || attempt == refused) continue;
       refused = attempt;
       try {
-        p = upstream_.allocate(attempt, nullptr);
+        p = upstream_.allocate(attempt, order);
       } catch (out_of_memory const&) {
         continue;
       }
@@ -80,9 +85,9 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
       break;
     }
     // The chunk is used from every stream: make sure a stream-ordered upstream has finished.
-    if (p != nullptr) backend_.synchronize_stream(nullptr);
+    if (p != nullptr) backend_.synchronize_stream(order);
   } catch (...) {
-    if (p != nullptr) upstream_.deallocate(p, got, nullptr);
+    if (p != nullptr) upstream_.deallocate(p, got, order);
     lock.lock();
     growing_ -= preferred;
     throw;

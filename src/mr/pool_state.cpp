@@ -121,6 +121,12 @@ pool_state::~pool_state() {
     if (!entry.second.mapped)
       upstream_.deallocate(reinterpret_cast<void*>(entry.second.base), entry.second.size, nullptr);
   vrange_.reset();  // unmaps the range
+  if (growth_stream_ != nullptr) {
+    try {
+      backend_.destroy_stream(growth_stream_);
+    } catch (...) {
+    }
+  }
 }
 
 std::string pool_state::name() const {

@@ -405,6 +405,7 @@ class pool_state {
   unsigned num_classes_;
   std::uint64_t id_;
   stream_handle per_thread_handle_ = nullptr;
+  stream_handle growth_stream_ = nullptr;  // the pool's own (grow), made on first use
   bool has_per_thread_handle_ = false;
   std::atomic<std::uint64_t> flush_request_{0};
 
