@@ -74,7 +74,8 @@ if ! cmake_ok && ! cmake_ok "$tools_bin/cmake"; then
   # wheel carries the native binaries, which find their modules through their real path.
   $sudo env PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet \
     --disable-pip-version-check --upgrade --target "$tools_dir/cmake" "cmake>=$cmake_min"
-  bin=$(dirname "$(find "$tools_dir/cmake" -path '*/bin/cmake' -type f | head -n 1)")
+  # The native binaries' directory, as the package names it (its bin/cmake is a Python wrapper).
+  bin=$(PYTHONPATH="$tools_dir/cmake" python3 -c 'import cmake; print(cmake.CMAKE_BIN_DIR)')
   $sudo mkdir -p "$tools_bin"
   for tool in cmake ctest cpack; do
     $sudo ln -sf "$bin/$tool" "$tools_bin/$tool"
