@@ -31,10 +31,13 @@ endif()
 
 set(consumer_build ${WORK_DIR}/${MODE}-consumer)
 if(MODE STREQUAL "install")
+  # Installed into one directory and used from another: the package must be relocatable.
+  set(staging ${WORK_DIR}/staging)
   set(prefix ${WORK_DIR}/prefix)
-  file(REMOVE_RECURSE ${prefix})
-  run_step("cmake --install into ${prefix}"
-           ${CMAKE_COMMAND} --install ${GPUMEM_BUILD_DIR} --prefix ${prefix})
+  file(REMOVE_RECURSE ${staging} ${prefix})
+  run_step("cmake --install into ${staging}"
+           ${CMAKE_COMMAND} --install ${GPUMEM_BUILD_DIR} --prefix ${staging})
+  file(RENAME ${staging} ${prefix})
   list(APPEND configure_args -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=${BUILD_TYPE})
 elseif(MODE STREQUAL "subdirectory")
   # The same CUDA choice as this build and nothing else of gpumem's, not even a build type: its
