@@ -2,7 +2,9 @@
 # Builds gpumem and runs its tests, as CI does:
 #   1. the main build (warnings are errors; CUDA targets are compiled when a CUDA toolkit is present),
 #      then every test: host-backend tests run, GPU-labelled tests run where a GPU is present and are
-#      skipped with their reason elsewhere;
+#      skipped with their reason elsewhere; among them install_consumer and subdirectory_consumer,
+#      which build and run a small project against this build (tests/install/consumer), installed
+#      with `cmake --install` and found with find_package, and pulled in with add_subdirectory;
 #   2. an address+undefined sanitizer build of the host code, running the host tests again.
 # Exits non-zero if anything fails to build or any test fails.
 set -euo pipefail

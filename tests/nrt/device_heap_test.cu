@@ -263,6 +263,54 @@ TEST(device_heap, a_request_larger_than_the_heap_fails_cleanly) {
   EXPECT_THROW(heap.check(), gpumem::out_of_memory);
 }
 
+// The public device API (nrt::allocate / nrt::deallocate): each thread takes a small and a large
+// block, marks both and checks them before giving them back; thread 0 also asks for more than the
+// heap (null, reported by check()) and frees null (nothing happens).
+struct public_api_kernel {
+  static constexpr std::size_t small_bytes = 48;
+  static constexpr std::size_t large_bytes = 200 * 1024;  // two slabs
+  nrt::heap_ref heap;
+  std::size_t too_large;
+  unsigned long long* errors;  // [0] nulls, [1] corrupt, [2] the oversized request succeeded
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    auto* const small = static_cast<unsigned char*>(nrt::allocate(heap, small_bytes));
+    auto* const large = static_cast<unsigned char*>(nrt::allocate(heap, large_bytes));
+    auto const tag = static_cast<unsigned char>(t.global());
+    if (small == nullptr || large == nullptr) gpumem::atomic_fetch_add(&errors[0], 1ull);
+    if (small != nullptr) fill_block(small, small_bytes, tag);
+    if (large != nullptr) fill_block(large + large_bytes - 64, 64, tag);
+    if ((small != nullptr && !block_holds(small, small_bytes, tag)) ||
+        (large != nullptr && !block_holds(large + large_bytes - 64, 64, tag)))
+      gpumem::atomic_fetch_add(&errors[1], 1ull);
+    nrt::deallocate(heap, small);
+    nrt::deallocate(heap, large);
+    if (t.global() != 0) return;
+    void* const huge = nrt::allocate(heap, too_large);
+    if (huge != nullptr) gpumem::atomic_fetch_add(&errors[2], 1ull);
+    nrt::deallocate(heap, huge);
+  }
+};
+
+TEST(device_heap, the_public_device_api_allocates_frees_and_reports_exhaustion) {
+  // 64 threads x (two slabs + a small block) at once on the device: 64 MiB holds 500 slabs.
+  nrt::device_heap heap(nrt::heap_options{64 * gpumem::MiB});
+  std::size_t const too_large = heap.capacity() + 1;
+  device_array<unsigned long long> errors(3);
+  gpumem::launch({4, 16}, public_api_kernel{heap.handle(), too_large, errors.data()});
+  std::vector<unsigned long long> const e = errors.to_host();
+  EXPECT_EQ(e[0], 0u) << "allocations failed on a heap far larger than the live set";
+  EXPECT_EQ(e[1], 0u) << "a block did not hold what its thread wrote";
+  EXPECT_EQ(e[2], 0u) << "a request larger than the heap was served";
+  try {
+    heap.check();
+    FAIL() << "check() should report the request larger than the heap";
+  } catch (gpumem::out_of_memory const& ex) {
+    EXPECT_EQ(ex.requested_bytes(), too_large);
+  }
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
+}
+
 struct free_foreign {
   nrt::heap_ref heap;
   void* foreign;

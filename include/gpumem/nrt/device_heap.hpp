@@ -1,17 +1,20 @@
 // gpumem/nrt/device_heap.hpp
 //
 // device_heap: gpumem's in-kernel allocator, owned from the host. Kernels receive `handle()` (a
-// small trivially copyable heap_ref) by value and call heap_allocate / heap_deallocate on it
+// small trivially copyable heap_ref) by value and call nrt::allocate / nrt::deallocate on it
 // (nrt/detail/slab_heap.hpp describes the algorithm), or go through the NRT C API of a memsys.
 //
-//   nrt::device_heap heap(nrt::heap_options{512 * MiB});   // memory from the current memory
-//   manager auto h = heap.handle(); gpumem::launch(cfg, [=] GPUMEM_HD (gpumem::thread_index const&
-//   t) {
-//     void* p = nrt::detail::heap_allocate(h, 64);  // null when exhausted, never a trap
+//   nrt::device_heap heap(nrt::heap_options{512 * MiB});  // memory from the current manager
+//   nrt::heap_ref h = heap.handle();
+//   gpumem::launch(cfg, [=] GPUMEM_HD(gpumem::thread_index const& t) {
+//     void* p = nrt::allocate(h, 64);  // null when exhausted, never a trap
 //     ...
-//     nrt::detail::heap_deallocate(h, p);
+//     nrt::deallocate(h, p);
 //   });
 //   heap.check();  // throws out_of_memory if any allocation in those kernels returned null
+//
+// (A GPUMEM_HD lambda needs nvcc's --extended-lambda, which the gpumem::gpumem target brings; a
+// named functor with a GPUMEM_HD operator() needs nothing.)
 //
 // Sizing: `bytes` (0 = GPUMEM_DEVICE_HEAP_SIZE, 256 MiB by default) is the whole region: the
 // metadata (a bitmap, two words per slab, the slots) is carved from its front, the rest is slabs.
@@ -49,6 +52,19 @@ struct heap_usage {
   std::size_t peak_bytes = 0;
   std::size_t capacity_bytes = 0;
 };
+
+// Device-side allocation (GPUMEM_HD: kernels, and the same code on the host backend). A block of
+// at least `bytes` from the heap `h` names (heap_kind::gpumem: naturally aligned up to 16 KiB,
+// slab-aligned above), or null when the heap cannot serve the request, which is recorded for
+// device_heap::check() (out_of_memory) — never a trap. Lock-free; any thread of any kernel.
+GPUMEM_HD inline void* allocate(heap_ref h, std::size_t bytes) {
+  return detail::heap_allocate(h, bytes);
+}
+// Gives back a block that allocate() returned from the same heap; null is ignored. A pointer
+// outside the heap changes nothing and is reported by device_heap::check() (logic_error).
+GPUMEM_HD inline void deallocate(heap_ref h, void* p) {
+  detail::heap_deallocate(h, p);
+}
 
 class device_heap {
  public:
