@@ -111,7 +111,29 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
     std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
     std::uintptr_t const base = it->first;
-    if (slab > n * size) {
+    pool_chunk* const chunk = it->second.chunk;
+    if (chunk == vrange_chunk_) {
+      // An expandable pool's slab is backed before it leaves the free extents for good.
+      free_.take(it, slab);
+      if (back_taken_locked(base, slab, chunk, &s)) {
+        if (slab > n * size) {
+          std::lock_guard<std::mutex> arena(s.mutex);
+          std::uintptr_t const rest = base + n * size;
+          try {
+            if (add_extent(s.extents, rest, slab - n * size, s.epoch, chunk))
+              s.unfenced_bytes += slab - n * size;
+          } catch (std::exception const&) {
+            try {  // no node for it in the stream's set: back to the free ones (rarely fails too)
+              add_extent(free_, rest, slab - n * size, 0, chunk);
+            } catch (std::exception const& e) {
+              log(log_level::error, name() + ": lost " + hex(rest) + ": " + e.what());
+            }
+          }
+        }
+        bin.push_run(base, n, size);
+        return n;
+      }
+    } else if (slab > n * size) {
       // The rest goes to the stream first: that insert may fail (then the slab is just the
       // batch), the take below cannot.
       std::lock_guard<std::mutex> arena(s.mutex);
@@ -124,9 +146,11 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
         slab = n * size;
       }
     }
-    free_.take(it, slab);
-    bin.push_run(base, n, size);
-    return n;
+    if (chunk != vrange_chunk_) {
+      free_.take(it, slab);
+      bin.push_run(base, n, size);
+      return n;
+    }
   }
   bin.slots[bin.count++] = obtain(lock, size, s, /*own_tried=*/true);
   return 1;
@@ -454,7 +478,8 @@ pool_statistics pool_state::statistics() const {
   st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
   st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
   st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
-  st.free_bytes = free_.bytes();
+  // An expandable pool's free extents also span address space without memory: not counted.
+  st.free_bytes = free_mapped_locked();
   st.largest_free_block = free_.largest();
   st.events_recorded = events_recorded_;
   st.events_completed = events_completed_;

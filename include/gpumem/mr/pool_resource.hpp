@@ -52,15 +52,19 @@ struct pool_options {
   // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
   // by a host function that waits for the allocating thread).
   bool trim_before_growth = true;
-  // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
-  // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
-  // upstream: the pool's memory stays one contiguous chunk, so a large request needs only what the
-  // free end lacks, and large blocks never fragment across chunks. The range is as large as the
-  // device (or maximum_size); physical memory comes from the backend's device, in pieces of at
-  // least chunk_size (rounded to the backend's granularity, 2 MiB), and trim() unmaps whole pieces
-  // from the free end. When the range is full, growth falls back to upstream chunks. Blocks of an
-  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
-  // construction when the backend has no virtual memory management.
+  // Take memory as pages of one reserved virtual address range (CUDA's virtual memory management)
+  // instead of chunks from the upstream: the pool is one chunk of address space (four times what it
+  // may hold), and physical memory is mapped page by page (the backend's granularity, 2 MiB) where
+  // blocks are. A page lying wholly in free memory gives its memory to the next block that needs a
+  // page once free memory passes an eighth of what the pool holds (and, past that, an idle calling
+  // stream's parked blocks are freed for it), so holes left by blocks of changing sizes cost
+  // address space, not memory: on workloads whose shapes change, the pool holds about what is in
+  // use. The price is driver calls (an unmap and a map per page moved) when the shapes change.
+  // trim() unmaps every free page. maximum_size bounds the physical memory; when the range is full,
+  // growth falls back to upstream chunks. Physical memory comes from the backend's device, not
+  // from the upstream. Blocks of an expandable pool cannot be exported with legacy CUDA IPC.
+  // Throws gpumem::not_supported at construction when the backend has no virtual memory
+  // management.
   bool expandable = false;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
