@@ -17,6 +17,7 @@
 #pragma once
 
 #include "pool_extents.hpp"
+#include "pool_large_blocks.hpp"
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/detail/pool_size_classes.hpp>
@@ -154,49 +155,6 @@ struct alignas(64) pool_stream {
     class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
                            std::memory_order_relaxed);
   }
-};
-
-// The live blocks above max_cached_size, by address, with their chunk: a free finds its chunk here
-// without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
-// never allocated here) or with the wrong size is caught and ignored. Sharded by address, each
-// shard under its own lock on its own cache line, so threads rarely meet.
-class pool_large_blocks {
- public:
-  struct block {
-    std::size_t size;
-    pool_chunk* chunk;
-  };
-  enum class outcome { removed, not_live, wrong_size };
-
-  // May throw std::bad_alloc (then nothing changed).
-  void insert(std::uintptr_t addr, block b) {
-    shard& s = shard_of(addr);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    s.blocks.insert_or_assign(addr, b);
-  }
-  // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
-  outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept {
-    shard& s = shard_of(addr);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    auto const it = s.blocks.find(addr);
-    if (it == s.blocks.end()) return outcome::not_live;
-    if (it->second.size != size) return outcome::wrong_size;
-    chunk = it->second.chunk;
-    s.blocks.erase(it);
-    return outcome::removed;
-  }
-
- private:
-  static constexpr std::size_t shard_count = 64;
-  struct alignas(64) shard {
-    std::mutex mutex;
-    std::unordered_map<std::uintptr_t, block> blocks;
-  };
-  shard& shard_of(std::uintptr_t addr) noexcept {
-    // Blocks are 256-byte aligned; a multiplicative hash spreads neighbouring addresses.
-    return shards_[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
-  }
-  shard shards_[shard_count];
 };
 
 inline constexpr std::uint32_t pool_bin_slots = 32;

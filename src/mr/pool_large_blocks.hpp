@@ -1,0 +1,63 @@
+// The live large blocks of pool_resource (private to src/mr/pool_*.cpp): blocks above
+// max_cached_size, by address, with their size and chunk. A free finds its block's chunk here
+// without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
+// never allocated here) or with the wrong size is caught instead of corrupting the pool.
+//
+// Sharded by 64 MiB region of the address (a stream's blocks come from its own slabs and chunks, so
+// threads on separate streams rarely share a shard's cache line), each shard an open-addressing
+// table (linear probing, tombstones) under its own lock: no allocation per block, one probe or two
+// per operation. Thread safe.
+#pragma once
+
+#include "pool_extents.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+namespace gpumem::detail {
+
+class pool_large_blocks {
+ public:
+  struct block {
+    std::size_t size;
+    pool_chunk* chunk;
+  };
+  enum class outcome { removed, not_live, wrong_size };
+
+  pool_large_blocks();
+  ~pool_large_blocks();
+  pool_large_blocks(pool_large_blocks const&) = delete;
+  pool_large_blocks& operator=(pool_large_blocks const&) = delete;
+
+  // Records a live block (replacing a record at the same address). May throw std::bad_alloc when
+  // its shard's table grows; then nothing changed.
+  void insert(std::uintptr_t addr, block b);
+  // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
+  outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
+
+ private:
+  struct slot {
+    std::uintptr_t key;  // 0: empty, 1: removed (blocks are 256-byte aligned, never 0 or 1)
+    block value;
+  };
+  struct alignas(64) shard {
+    std::mutex mutex;
+    std::unique_ptr<slot[]> slots;
+    std::size_t capacity = 0;  // a power of two
+    std::size_t used = 0;      // live records
+    std::size_t removed = 0;   // tombstones
+  };
+  static constexpr std::size_t shard_count = 256;
+  static constexpr std::uintptr_t empty = 0, tombstone = 1;
+
+  shard& shard_of(std::uintptr_t addr) noexcept;
+  static std::size_t home(std::uintptr_t addr, std::size_t capacity) noexcept;
+  // Rebuilds `s`'s table with room for one more record (strong guarantee).
+  static void rebuild(shard& s);
+
+  std::unique_ptr<shard[]> shards_;
+};
+
+}  // namespace gpumem::detail
