@@ -113,6 +113,18 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   return true;
 }
 
+void pool_state::trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream) {
+  std::vector<pool_retired_chunk> later;
+  if (trim_locked(stream, false, &later) == 0) return;
+  lock.unlock();
+  {
+    scoped_device const on_device(backend_, device_);
+    for (auto const& chunk : later)
+      upstream_.deallocate(chunk.ptr, chunk.size, chunk.order);
+  }
+  lock.lock();
+}
+
 void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   held_ += bytes;
   held_hint_.store(held_, std::memory_order_relaxed);
@@ -125,7 +137,8 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   ++upstream_allocations_;
 }
 
-std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
+std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
+                                    std::vector<pool_retired_chunk>* later) {
   scoped_device const on_device(backend_, device_);
   // The range's free end, before a growth, would only be mapped again at once.
   std::size_t released = shrink_range ? release_range_locked() : 0;
@@ -155,7 +168,10 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range) {
       ++it;
       continue;
     }
-    upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
+    if (later != nullptr)
+      later->push_back({reinterpret_cast<void*>(chunk.base), chunk.size, order});
+    else
+      upstream_.deallocate(reinterpret_cast<void*>(chunk.base), chunk.size, order);
     held_ -= chunk.size;
     held_hint_.store(held_, std::memory_order_relaxed);
     released += chunk.size;

@@ -157,6 +157,13 @@ struct alignas(64) pool_stream {
   }
 };
 
+// A chunk taken out of the pool, to be given back to the upstream in `order`'s stream order.
+struct pool_retired_chunk {
+  void* ptr;
+  std::size_t size;
+  stream_handle order;
+};
+
 inline constexpr std::uint32_t pool_bin_slots = 32;
 
 struct pool_bin {
@@ -351,7 +358,14 @@ class pool_state {
   void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
   // `shrink_range`, the free end of an expandable pool's range (whole pieces).
-  std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true);
+  // (With `later`, the chunks are listed there instead of given back: the caller gives them back
+  // without the mutex, as trim_unlocked does.)
+  std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true,
+                          std::vector<pool_retired_chunk>* later = nullptr);
+  // trim_locked(stream, false) before a growth, with `lock` released while the upstream takes the
+  // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
+  // meanwhile). The pool's state may have changed when it returns.
+  void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream);
   // --- an expandable pool's range (pool_vrange.cpp) ---
   // grow()'s expandable half: takes more of the range's address space into its chunk (as free
   // extents: no memory yet). False when the range has no room for `size`.
