@@ -489,6 +489,10 @@ pool_statistics pool_state::statistics() const {
   st.invalid_deallocations = invalid_deallocations_.load();
   st.lock_acquisitions = lock_acquisitions_;
   st.reclaims = reclaims_;
+  if (vrange_ != nullptr) {
+    st.page_maps = vrange_->maps();
+    st.page_unmaps = vrange_->unmaps();
+  }
   return st;
 }
 

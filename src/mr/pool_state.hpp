@@ -72,6 +72,8 @@ class pool_vrange {
   std::size_t release_spares(std::size_t keep) noexcept;
   std::uint64_t created() const noexcept { return created_; }
   std::uint64_t released() const noexcept { return released_; }
+  std::uint64_t maps() const noexcept { return maps_; }
+  std::uint64_t unmaps() const noexcept { return unmaps_; }
 
  private:
   device_backend& backend_;
@@ -83,6 +85,8 @@ class pool_vrange {
   std::size_t mapped_ = 0;
   std::uint64_t created_ = 0;
   std::uint64_t released_ = 0;
+  std::uint64_t maps_ = 0;
+  std::uint64_t unmaps_ = 0;
 };
 
 struct pool_fence {

@@ -76,6 +76,7 @@ void pool_vrange::map(std::size_t page) {
     spare_.pop_back();
   pages_[page] = handle;
   ++mapped_;
+  ++maps_;
 }
 
 void pool_vrange::unmap(std::size_t page) {
@@ -86,6 +87,7 @@ void pool_vrange::unmap(std::size_t page) {
   spare_.push_back(pages_[page]);
   pages_[page] = physical_handle{};
   --mapped_;
+  ++unmaps_;
 }
 
 std::size_t pool_vrange::release_spares(std::size_t keep) noexcept {

@@ -101,6 +101,10 @@ struct pool_statistics {
   // least half of what the pool held, at most once per growth; and every stream before
   // out-of-memory).
   std::uint64_t reclaims = 0;
+  // Expandable pools: pages mapped and unmapped (each a driver call; a page moved to where a block
+  // needs it counts once in each).
+  std::uint64_t page_maps = 0;
+  std::uint64_t page_unmaps = 0;
 };
 
 // A pool over any upstream memory_resource.
