@@ -4,9 +4,9 @@
 // small trivially copyable heap_ref) by value and call heap_allocate / heap_deallocate on it
 // (nrt/detail/slab_heap.hpp describes the algorithm), or go through the NRT C API of a memsys.
 //
-//   nrt::device_heap heap(nrt::heap_options{512 * MiB});   // memory from the current memory
-//   manager auto h = heap.handle(); gpumem::launch(cfg, [=] GPUMEM_HD (gpumem::thread_index const&
-//   t) {
+//   nrt::device_heap heap(nrt::heap_options{512 * MiB});  // memory from the current memory manager
+//   auto h = heap.handle();
+//   gpumem::launch(cfg, [=] GPUMEM_HD (gpumem::thread_index const& t) {
 //     void* p = nrt::detail::heap_allocate(h, 64);  // null when exhausted, never a trap
 //     ...
 //     nrt::detail::heap_deallocate(h, p);
