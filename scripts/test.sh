@@ -4,7 +4,9 @@
 #   2. the main build (warnings are errors; CUDA targets are compiled when a CUDA toolkit is present),
 #      then every test: host-backend tests run, GPU-labelled tests run where a GPU is present and are
 #      skipped with their reason elsewhere;
-#   3. an address+undefined sanitizer build of the host code, running the host tests again;
+#   3. an address+undefined sanitizer build of the host code, validating (GPUMEM_VALIDATE: asserts
+#      on, full-structure checks after every operation of the stress tests), running the host tests
+#      again;
 #   4. a thread sanitizer build of the host code, running the tests of the concurrent parts: the
 #      pool, the resource contract suite, the deferred-deallocation queue (manager tests), the device
 #      heap and the NRT on the host backend.
@@ -43,9 +45,10 @@ cmake --build "$build/main" -j "$jobs"
 stage "tests (main build)"
 ctest --test-dir "$build/main" --output-on-failure -j "$jobs"
 
-stage "sanitizer build ($build/sanitize, address+undefined, host backend)"
+stage "sanitizer build ($build/sanitize, address+undefined, validating, host backend)"
 cmake -S . -B "$build/sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUMEM_CUDA=OFF \
-  -DGPUMEM_SANITIZE=address,undefined -DGPUMEM_WERROR=ON -DGPUMEM_BUILD_BENCH=OFF
+  -DGPUMEM_SANITIZE=address,undefined -DGPUMEM_VALIDATE=ON -DGPUMEM_WERROR=ON \
+  -DGPUMEM_BUILD_BENCH=OFF
 cmake --build "$build/sanitize" -j "$jobs"
 stage "tests (sanitizer build)"
 # -LE script: the source checks (layering) ran in the main build; they do not depend on flags.
