@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -71,7 +72,11 @@ TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
     auto sync = s.auto_synchronize();
     g.block(s.handle());
     EXPECT_FALSE(s.query());
-    opener = std::thread([&g] { g.open(); });
+    // Opens late: without the wait at scope end, the query below would find the gate closed.
+    opener = std::thread([&g] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      g.open();
+    });
   }
   EXPECT_TRUE(s.query());
   opener.join();
@@ -113,10 +118,13 @@ TEST(StreamEvent, EventsQueryWaitAndTime) {
   std::vector<char> host(1 << 20, 'x');
   start.record(s);
   d.copy_to_device(host, s);
+  backend().enqueue_host_function(
+      s.handle(), [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
   stop.record(s);
   stop.synchronize();
   EXPECT_TRUE(stop.query());
-  EXPECT_GE(event_elapsed_time(start, stop), 0.f);
+  // At least the 2 ms the stream slept between the records (less the clock's resolution).
+  EXPECT_GE(event_elapsed_time(start, stop), 1.9f);
   event plain = event::create(false);
   plain.record(s);
   plain.synchronize();
