@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks that every tracked C/C++/CUDA file (.hpp .cpp .cu .cuh .h) is formatted as .clang-format
 # says, and lists the files that are not; also lists lines past the 100-column limit, which
-# clang-format leaves alone in verbatim comment lines (see .clang-format). Exits 1 if anything is
-# listed.
+# clang-format leaves alone in verbatim comment lines (see .clang-format), and GoogleTest suite or
+# test names that are not snake_case. Exits 1 if anything is listed.
 #
 # The formatter is clang-format 14 (Debian 12's): other versions format some code differently, so
 # the check would depend on the machine. It is installed with apt-get when missing.
@@ -49,6 +49,11 @@ if [ "${1:-}" = "--fix" ] && [ ${#differ[@]} -gt 0 ]; then
   differ=()
 fi
 mapfile -t long < <(LC_ALL=C.UTF-8 grep -nE "^.{$((columns + 1)),}" "${files[@]}" | cut -d: -f1,2)
+# GoogleTest suites and tests are snake_case, as everything else (CONVENTIONS.md §6).
+test_macro='\b(TEST|TEST_F|TEST_P|TYPED_TEST|TYPED_TEST_P)\(\s*'
+mapfile -t camel < <(git ls-files -z -- 'tests/*' | xargs -0 grep -nE \
+  "${test_macro}[A-Za-z0-9_]*[A-Z]|${test_macro}[A-Za-z0-9_]+\s*,\s*[A-Za-z0-9_]*[A-Z]" |
+  cut -d: -f1,2 || true)
 
 status=0
 if [ ${#differ[@]} -gt 0 ]; then
@@ -60,6 +65,11 @@ fi
 if [ ${#long[@]} -gt 0 ]; then
   echo "check-format: lines longer than $columns columns (wrap them by hand):"
   printf '  %s\n' "${long[@]}"
+  status=1
+fi
+if [ ${#camel[@]} -gt 0 ]; then
+  echo "check-format: test suites or tests not in snake_case:"
+  printf '  %s\n' "${camel[@]}"
   status=1
 fi
 [ $status -ne 0 ] || echo "format: ok (${#files[@]} files, $clang_format)"

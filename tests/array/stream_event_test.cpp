@@ -19,7 +19,7 @@
 namespace gpumem {
 namespace {
 
-TEST(StreamEvent, CopiesOnTwoStreamsOrderedByAnEvent) {
+TEST(stream_event, copies_on_two_streams_ordered_by_an_event) {
   std::vector<int> host(1000);
   std::iota(host.begin(), host.end(), 0);
   pinned_array<int> src({1000});
@@ -45,7 +45,7 @@ TEST(StreamEvent, CopiesOnTwoStreamsOrderedByAnEvent) {
   EXPECT_EQ(dst.to_vector(), host);
 }
 
-TEST(StreamEvent, InFlightCopyKeepsItsArraysAlive) {
+TEST(stream_event, in_flight_copy_keeps_its_arrays_alive) {
   test::tracked_device_buffer buffer(4096 * sizeof(float));
   std::vector<float> host(4096, 2.5f);
   pinned_array<float> back({4096});
@@ -64,7 +64,7 @@ TEST(StreamEvent, InFlightCopyKeepsItsArraysAlive) {
   EXPECT_EQ(back.to_vector(), host);
 }
 
-TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
+TEST(stream_event, auto_synchronize_waits_at_scope_end) {
   auto s = stream::create();
   test::gate g;
   std::thread opener;
@@ -82,7 +82,7 @@ TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
   opener.join();
 }
 
-TEST(StreamEvent, DefaultPerThreadAndWrappedStreams) {
+TEST(stream_event, default_per_thread_and_wrapped_streams) {
   std::vector<int> host{1, 2, 3, 4};
   for (stream const& s : {stream(), stream::per_thread_default()}) {
     auto d = to_device(host, s);
@@ -110,7 +110,7 @@ TEST(StreamEvent, DefaultPerThreadAndWrappedStreams) {
   backend().destroy_stream(raw);  // wrap() never destroys the external stream
 }
 
-TEST(StreamEvent, EventsQueryWaitAndTime) {
+TEST(stream_event, events_query_wait_and_time) {
   auto s = stream::create();
   event start = event::create();
   event stop = event::create();
@@ -134,7 +134,7 @@ TEST(StreamEvent, EventsQueryWaitAndTime) {
   test::expect_logic_error([&] { s.wait(empty); }, "stream::wait: the event is empty");
 }
 
-TEST(StreamEvent, DestructionGoesThroughTheContextQueue) {
+TEST(stream_event, destruction_goes_through_the_context_queue) {
   auto& queue = current_context().pending_resource_releases();
   queue.flush();
   ASSERT_EQ(queue.size(), 0u);
