@@ -5,10 +5,9 @@
 //   alloc-write-free   each thread allocates one block, writes it, frees it (one kernel)
 //   alloc-all          each thread allocates and writes one block and keeps it (rate of this
 //                      kernel); a second kernel frees them all (its time goes in free-all)
-//   churn              each thread repeats allocate / write / free `rounds` times, with a fixed 16
-//   B
-//                      size and with random sizes in 16..4096 B; rate in alloc+free pairs per
-//                      second
+//   churn              each thread repeats allocate / write / free `rounds` times, with a fixed
+//                      16 B size and with random sizes in 16..4096 B; rate in alloc+free pairs
+//                      per second
 //
 // Sizes 16, 64, 256, 1024 B at 64K and 1M threads. CUDA's malloc is far slower at the larger
 // sizes, so where it would take seconds it runs fewer threads (the table says how many): the rate

@@ -1,6 +1,7 @@
 // Validation and derivation of array layouts (see array_layout.hpp). Every check names the value
 // that fails it, because a wrong shape usually comes from far away in the caller's code.
 #include <gpumem/array/array_layout.hpp>
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/error.hpp>
 
 #include <cstdlib>
@@ -34,6 +35,15 @@ void check_total(shape_type const& shape, std::size_t itemsize) {
         "bad shape " + to_string(shape) + ": the array would exceed the address space");
     bytes *= shape[d];
   }
+}
+
+// Whether `view` (a layout placed `byte_offset` bytes from `parent`'s origin) addresses only bytes
+// that `parent` addresses: a slice or a selection never reaches outside its array.
+bool inside(array_layout const& parent, array_layout::derived const& view) {
+  if (view.layout.size() == 0) return true;
+  auto const p = parent.extent();
+  auto const v = view.layout.extent();
+  return view.byte_offset + v.lowest >= p.lowest && view.byte_offset + v.highest <= p.highest;
 }
 
 }  // namespace
@@ -166,6 +176,7 @@ array_layout::derived array_layout::sliced(std::vector<slice> const& slices) con
     }
   }
   if (out.layout.size() == 0) out.byte_offset = 0;
+  GPUMEM_ASSERT(inside(*this, out), "a slice addresses only bytes of its array");
   return out;
 }
 
@@ -184,6 +195,7 @@ array_layout::derived array_layout::selected(int dim, std::size_t index) const {
     out.layout.strides[out.layout.rank] = strides[d];
     ++out.layout.rank;
   }
+  GPUMEM_ASSERT(inside(*this, out), "a selection addresses only bytes of its array");
   return out;
 }
 

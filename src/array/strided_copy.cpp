@@ -2,6 +2,7 @@
 // bounds check of arrays placed on existing memory (detail/array_base.hpp).
 #include <gpumem/array/detail/array_base.hpp>
 #include <gpumem/array/detail/strided_copy.hpp>
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/error.hpp>
 
 #include <algorithm>
@@ -82,8 +83,10 @@ void copy_elements(void* dst, array_layout const& dst_layout, void const* src,
   std::size_t index[max_array_rank] = {};
   std::ptrdiff_t dst_off = 0;
   std::ptrdiff_t src_off = 0;
+  std::size_t runs = 0;
   for (;;) {
     copy_bytes(dst_off, src_off, run_bytes);
+    ++runs;
     int k = merged;
     for (; k < rank; ++k) {
       int const d = dims[k];
@@ -99,6 +102,8 @@ void copy_elements(void* dst, array_layout const& dst_layout, void const* src,
     }
     if (k == rank) break;
   }
+  GPUMEM_ASSERT(dst_off == 0 && src_off == 0 && runs * static_cast<std::size_t>(run_elems) == total,
+                "the odometer visits every element once and ends where it began");
 }
 
 }  // namespace gpumem::detail

@@ -1,6 +1,9 @@
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 namespace gpumem {
@@ -48,6 +51,14 @@ void throw_logic_error(std::string const& message, char const* file, int line) {
   std::ostringstream out;
   out << message << " (" << file << ":" << line << ")";
   throw logic_error(out.str());
+}
+
+void assertion_failed(char const* condition, char const* message, char const* file,
+                      int line) noexcept {
+  std::fprintf(stderr, "%s:%d: gpumem internal assertion failed: %s: %s\n", file, line, condition,
+               message);
+  std::fflush(stderr);
+  std::abort();
 }
 }  // namespace detail
 

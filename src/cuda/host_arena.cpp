@@ -2,6 +2,7 @@
 
 #include "host_errors.hpp"
 
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/units.hpp>
 
 #include <sys/mman.h>
@@ -63,6 +64,8 @@ void* host_arena::allocate(std::size_t bytes, char const* call, std::size_t alig
       std::size_t const start = (range_start + alignment - 1) / alignment * alignment;
       if (start > range_end || range_end - start < rounded) continue;
       std::size_t const remaining = range_end - start - rounded;
+      GPUMEM_ASSERT(range_start % alignment_ == 0 && range_end <= capacity_,
+                    "a free range of the arena starts at a multiple of its alignment, inside it");
       free_ranges_.erase(it);
       // The part before an aligned start stays free (its offset is still a multiple of
       // alignment_, since every size in the arena is).
@@ -97,8 +100,14 @@ void host_arena::free(void* ptr, char const* call) {
   std::size_t start = live->first;
   std::size_t size = live->second;
   live_.erase(live);
+  GPUMEM_ASSERT(used_ >= size, "the arena counts every live allocation in used_");
   used_ -= size;
   auto next = free_ranges_.lower_bound(start);
+  GPUMEM_ASSERT(next == free_ranges_.end() || start + size <= next->first,
+                "a live allocation does not overlap the free range after it");
+  GPUMEM_ASSERT(
+      next == free_ranges_.begin() || std::prev(next)->first + std::prev(next)->second <= start,
+      "a live allocation does not overlap the free range before it");
   if (next != free_ranges_.end() && start + size == next->first) {
     size += next->second;
     next = free_ranges_.erase(next);

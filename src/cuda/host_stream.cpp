@@ -1,5 +1,6 @@
 #include "host_stream.hpp"
 
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/logging.hpp>
 
 #include <exception>
@@ -16,6 +17,8 @@ stream_impl::~stream_impl() {
   }
   work_ready_.notify_all();
   worker_.join();
+  GPUMEM_ASSERT(tasks_.empty() && completed_ == enqueued_,
+                "a stream's worker runs every task queued before the stream is destroyed");
 }
 
 void stream_impl::enqueue(std::function<void()> task) {

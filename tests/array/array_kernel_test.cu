@@ -37,7 +37,7 @@ struct add_one_2d {
   }
 };
 
-TEST(ArrayKernel, KernelWritesAMappedArrayTheHostSees) {
+TEST(array_kernel, kernel_writes_a_mapped_array_the_host_sees) {
   mapped_array<int> m({1000});
   std::memset(m.data(), 0, m.nbytes());
   auto s = stream::create();
@@ -47,7 +47,7 @@ TEST(ArrayKernel, KernelWritesAMappedArrayTheHostSees) {
     ASSERT_EQ(m(i), i * i) << i;
 }
 
-TEST(ArrayKernel, ManagedArrayHostThenKernelThenHost) {
+TEST(array_kernel, managed_array_host_then_kernel_then_host) {
   managed_array<double> g({10, 7});
   for (std::size_t i = 0; i < 10; ++i)
     for (std::size_t j = 0; j < 7; ++j)
@@ -60,7 +60,7 @@ TEST(ArrayKernel, ManagedArrayHostThenKernelThenHost) {
       ASSERT_EQ(g(i, j), static_cast<double>(i * 7 + j) + 1.0);
 }
 
-TEST(ArrayKernel, KernelOnAStridedDeviceView) {
+TEST(array_kernel, kernel_on_a_strided_device_view) {
   device_array<int> d({40});
   d.copy_to_device(std::vector<int>(40, -1));
   auto evens = d.slice({slice{0, 40, 2}});
@@ -100,7 +100,7 @@ struct shared_alias_probe {
   }
 };
 
-TEST(ArrayKernel, SharedMemoryViewsDoNotAlias) {
+TEST(array_kernel, shared_memory_views_do_not_alias) {
   if (!test::on_cuda_backend())
     GTEST_SKIP() << "needs the cuda backend: the host backend has no shared memory";
   for (std::size_t count : {std::size_t{1}, std::size_t{33}}) {
@@ -126,7 +126,7 @@ TEST(ArrayKernel, SharedMemoryViewsDoNotAlias) {
   }
 }
 
-TEST(ArrayKernel, EventTimingGivesAPlausibleBandwidth) {
+TEST(array_kernel, event_timing_gives_a_plausible_bandwidth) {
   if (!test::on_cuda_backend()) GTEST_SKIP() << "needs the cuda backend: host timings say nothing";
   std::size_t const n = std::size_t{64} << 20;  // 64 MiB
   pinned_array<unsigned char> src({n});

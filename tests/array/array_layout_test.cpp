@@ -13,7 +13,7 @@ namespace {
 
 using test::expect_logic_error;
 
-TEST(ArrayLayout, ContiguousStridesInBothOrders) {
+TEST(array_layout, contiguous_strides_in_both_orders) {
   auto c = array_layout::contiguous({2, 3, 4}, 8);
   EXPECT_EQ(c.strides_vector(), (strides_type{96, 32, 8}));
   EXPECT_TRUE(c.is_c_contiguous());
@@ -26,7 +26,7 @@ TEST(ArrayLayout, ContiguousStridesInBothOrders) {
   EXPECT_EQ(c.nbytes(), 192u);
 }
 
-TEST(ArrayLayout, LinearOffsetsFollowCOrder) {
+TEST(array_layout, linear_offsets_follow_c_order) {
   auto f = array_layout::contiguous({2, 3}, 4, array_order::fortran);
   // C-order element 1 is (0, 1): offset 1 * 8 in Fortran order.
   EXPECT_EQ(f.offset_of_linear(1), 8);
@@ -35,7 +35,7 @@ TEST(ArrayLayout, LinearOffsetsFollowCOrder) {
   EXPECT_EQ(f.offset_of(index), 4 + 16);
 }
 
-TEST(ArrayLayout, BadShapeAndStridesNameTheValue) {
+TEST(array_layout, bad_shape_and_strides_name_the_value) {
   expect_logic_error([] { array_layout::contiguous(shape_type(9, 1), 4); }, "rank 9");
   expect_logic_error([] { array_layout::contiguous({std::size_t(-3), 2}, 4); }, "shape[0]");
   expect_logic_error(
@@ -47,7 +47,7 @@ TEST(ArrayLayout, BadShapeAndStridesNameTheValue) {
   expect_logic_error([] { array_layout::strided({2, 3}, {12}, 4); }, "1 strides for shape (2, 3)");
 }
 
-TEST(ArrayLayout, SlicesSelectTheRightElements) {
+TEST(array_layout, slices_select_the_right_elements) {
   auto l = array_layout::contiguous({4, 6}, 4);
   auto s = l.sliced({slice{1, 3}, slice{0, 6, 2}});
   EXPECT_EQ(s.layout.shape_vector(), (shape_type{2, 3}));
@@ -69,7 +69,7 @@ TEST(ArrayLayout, SlicesSelectTheRightElements) {
   EXPECT_EQ(r2.layout.strides[0], -72);
 }
 
-TEST(ArrayLayout, OutOfRangeSlicesThrow) {
+TEST(array_layout, out_of_range_slices_throw) {
   auto l = array_layout::contiguous({4, 6}, 4);
   expect_logic_error(
       [&] {
@@ -87,7 +87,7 @@ TEST(ArrayLayout, OutOfRangeSlicesThrow) {
   expect_logic_error([&] { l.selected(1, 6); }, "index 6 out of range for dimension 1 of length 6");
 }
 
-TEST(ArrayLayout, EmptySlicesAreEmpty) {
+TEST(array_layout, empty_slices_are_empty) {
   auto l = array_layout::contiguous({4, 6}, 4);
   auto s = l.sliced({slice{2, 2}});
   EXPECT_EQ(s.layout.size(), 0u);
@@ -95,7 +95,7 @@ TEST(ArrayLayout, EmptySlicesAreEmpty) {
   EXPECT_TRUE(s.layout.is_c_contiguous());
 }
 
-TEST(ArrayLayout, ReshapeNeedsContiguityAndTheSameCount) {
+TEST(array_layout, reshape_needs_contiguity_and_the_same_count) {
   auto l = array_layout::contiguous({4, 6}, 4);
   auto r = l.reshaped({3, 8});
   EXPECT_EQ(r.strides_vector(), (strides_type{32, 4}));
@@ -107,7 +107,7 @@ TEST(ArrayLayout, ReshapeNeedsContiguityAndTheSameCount) {
   EXPECT_EQ(f.reshaped({24}, array_order::fortran).shape[0], 24u);
 }
 
-TEST(ArrayLayout, SelectDropsADimension) {
+TEST(array_layout, select_drops_a_dimension) {
   auto l = array_layout::contiguous({4, 6, 2}, 8);
   auto s = l.selected(1, 5);
   EXPECT_EQ(s.layout.shape_vector(), (shape_type{4, 2}));

@@ -29,12 +29,12 @@ std::vector<T> iota_values(std::size_t n, int seed) {
 }
 
 template <class T>
-class DeviceArrayRoundTrip : public ::testing::Test {};
+class device_array_round_trip : public ::testing::Test {};
 using element_types =
     ::testing::Types<std::int8_t, std::uint16_t, std::int32_t, std::int64_t, float, double>;
-TYPED_TEST_SUITE(DeviceArrayRoundTrip, element_types);
+TYPED_TEST_SUITE(device_array_round_trip, element_types);
 
-TYPED_TEST(DeviceArrayRoundTrip, ShapesAndOrders) {
+TYPED_TEST(device_array_round_trip, shapes_and_orders) {
   using T = TypeParam;
   for (auto const& shape : {shape_type{7}, shape_type{3, 5}, shape_type{2, 3, 4}, shape_type{}}) {
     for (auto order : {array_order::c, array_order::fortran}) {
@@ -48,7 +48,7 @@ TYPED_TEST(DeviceArrayRoundTrip, ShapesAndOrders) {
   }
 }
 
-TYPED_TEST(DeviceArrayRoundTrip, StridedSlicesMatchAHostModel) {
+TYPED_TEST(device_array_round_trip, strided_slices_match_a_host_model) {
   using T = TypeParam;
   // A 5 x 6 C-order array whose value at (i, j) is i * 6 + j.
   std::vector<T> host(30);
@@ -73,14 +73,14 @@ TYPED_TEST(DeviceArrayRoundTrip, StridedSlicesMatchAHostModel) {
     }
 }
 
-TEST(DeviceArray, FortranHostBufferIsColumnMajor) {
+TEST(device_array, fortran_host_buffer_is_column_major) {
   std::vector<int> host{1, 2, 3, 4, 5, 6};  // a 2 x 3 Fortran array: column (1, 2), (3, 4), ...
   auto d = to_device(host, {2, 3}, array_order::fortran);
   EXPECT_EQ(d.row(1).copy_to_host(), (std::vector<int>{2, 4, 6}));
   EXPECT_EQ(d.select(1, 2).copy_to_host(), (std::vector<int>{5, 6}));
 }
 
-TEST(DeviceArray, DeviceToDeviceBetweenLayouts) {
+TEST(device_array, device_to_device_between_layouts) {
   std::vector<double> host(24);
   std::iota(host.begin(), host.end(), 0.0);
   auto c = to_device(host, {4, 6});
@@ -97,7 +97,7 @@ TEST(DeviceArray, DeviceToDeviceBetweenLayouts) {
   EXPECT_EQ(like.copy_to_host(), back);
 }
 
-TEST(DeviceArray, ViewsShareAndKeepTheParentAlive) {
+TEST(device_array, views_share_and_keep_the_parent_alive) {
   test::tracked_device_buffer buffer(64 * sizeof(float));
   std::vector<float> host(64);
   std::iota(host.begin(), host.end(), 0.f);
@@ -118,7 +118,7 @@ TEST(DeviceArray, ViewsShareAndKeepTheParentAlive) {
   EXPECT_TRUE(buffer.released->load());
 }
 
-TEST(DeviceArray, ReshapeRavelSplit) {
+TEST(device_array, reshape_ravel_split) {
   std::vector<int> host(12);
   std::iota(host.begin(), host.end(), 0);
   auto d = to_device(host);
@@ -133,7 +133,7 @@ TEST(DeviceArray, ReshapeRavelSplit) {
   expect_logic_error([&] { d.split(0); }, "section must be positive");
 }
 
-TEST(DeviceArray, ZeroSizeArraysAllocateNothing) {
+TEST(device_array, zero_size_arrays_allocate_nothing) {
   auto* manager = dynamic_cast<default_memory_manager*>(&current_context().memory_manager());
   std::size_t const before = manager ? manager->get_statistics().allocations : 0;
   device_array<float> empty({0, 3});
@@ -153,7 +153,7 @@ TEST(DeviceArray, ZeroSizeArraysAllocateNothing) {
   EXPECT_EQ(default_constructed.ndim(), 1);
 }
 
-TEST(DeviceArray, BadInputNamesTheValue) {
+TEST(device_array, bad_input_names_the_value) {
   device_array<int> d({4, 5});
   expect_logic_error([&] { d.copy_to_device(std::vector<int>(19)); },
                      "host buffer has 19 elements");

@@ -17,7 +17,7 @@ dlpack::DLDeviceType expected(dlpack::DLDeviceType on_cuda) {
   return test::on_cuda_backend() ? on_cuda : dlpack::kDLCPU;
 }
 
-TEST(DLPack, ExportDescribesTheArray) {
+TEST(dlpack, export_describes_the_array) {
   std::vector<float> host(24);
   std::iota(host.begin(), host.end(), 0.f);
   auto d = to_device(host, {4, 6});
@@ -40,7 +40,7 @@ TEST(DLPack, ExportDescribesTheArray) {
   EXPECT_EQ(d.use_count(), 2);
 }
 
-TEST(DLPack, DeviceTypesOfHostArrays) {
+TEST(dlpack, device_types_of_host_arrays) {
   pinned_array<int> p({4});
   mapped_array<int> m({4});
   managed_array<int> g({4});
@@ -57,7 +57,7 @@ TEST(DLPack, DeviceTypesOfHostArrays) {
   tg->deleter(tg);
 }
 
-TEST(DLPack, RoundTripKeepsValuesAndOwnership) {
+TEST(dlpack, round_trip_keeps_values_and_ownership) {
   std::vector<std::int64_t> host(30);
   std::iota(host.begin(), host.end(), 100);
   auto d = to_device(host, {5, 6}, array_order::fortran);
@@ -75,7 +75,7 @@ TEST(DLPack, RoundTripKeepsValuesAndOwnership) {
   EXPECT_EQ(v.copy_to_host(), d.copy_to_host());
 }
 
-TEST(DLPack, ImportRejectsWhatItCannotUse) {
+TEST(dlpack, import_rejects_what_it_cannot_use) {
   auto d = to_device(std::vector<float>{1, 2, 3});
   dlpack::DLManagedTensor* t = to_dlpack(d);
   test::expect_logic_error([&] { from_dlpack<int>(t); }, "does not match the element type");
@@ -91,7 +91,7 @@ TEST(DLPack, ImportRejectsWhatItCannotUse) {
   EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));
 }
 
-TEST(DLPack, ZeroSizeAndScalar) {
+TEST(dlpack, zero_size_and_scalar) {
   device_array<double> empty({0, 4});
   auto e = from_dlpack<double>(to_dlpack(empty));
   EXPECT_EQ(e.size(), 0u);

@@ -16,7 +16,7 @@
 namespace gpumem {
 namespace {
 
-TEST(PinnedArray, AsyncRoundTripThroughTheDevice) {
+TEST(pinned_array, async_round_trip_through_the_device) {
   pinned_array<float> src({3, 4});
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 4; ++j)
@@ -33,7 +33,7 @@ TEST(PinnedArray, AsyncRoundTripThroughTheDevice) {
   test::expect_logic_error([&] { dst(1); }, "1 indices for an array of rank 2");
 }
 
-TEST(PinnedArray, ZeroSizeAllocatesNothing) {
+TEST(pinned_array, zero_size_allocates_nothing) {
   pinned_array<int> empty({0});
   EXPECT_EQ(empty.data(), nullptr);
   EXPECT_EQ(empty.use_count(), 0);
@@ -43,7 +43,7 @@ TEST(PinnedArray, ZeroSizeAllocatesNothing) {
   EXPECT_EQ(g.data(), nullptr);
 }
 
-TEST(MappedArray, HostWritesReachTheDevice) {
+TEST(mapped_array, host_writes_reach_the_device) {
   mapped_array<int> m({16});
   for (int i = 0; i < 16; ++i)
     m(i) = i * i;
@@ -59,7 +59,7 @@ TEST(MappedArray, HostWritesReachTheDevice) {
             8 * static_cast<std::ptrdiff_t>(sizeof(int)));
 }
 
-TEST(ManagedArray, HostAndDeviceShareOneAddress) {
+TEST(managed_array, host_and_device_share_one_address) {
   managed_array<double> g({2, 3}, array_order::fortran, attach::global);
   for (std::size_t i = 0; i < 2; ++i)
     for (std::size_t j = 0; j < 3; ++j)
@@ -74,7 +74,7 @@ TEST(ManagedArray, HostAndDeviceShareOneAddress) {
   EXPECT_EQ(h.to_vector()[3], 7);
 }
 
-TEST(PinScope, PinsForTheScopeAndCanBeReentered) {
+TEST(pin_scope, pins_for_the_scope_and_can_be_reentered) {
   std::vector<float> data(4096);
   std::iota(data.begin(), data.end(), 0.f);
   auto d = device_array<float>({4096});
@@ -94,14 +94,14 @@ TEST(PinScope, PinsForTheScopeAndCanBeReentered) {
   EXPECT_EQ(d.copy_to_host(), data);
 }
 
-TEST(PinScope, SeveralSpansAndEmptyOnes) {
+TEST(pin_scope, several_spans_and_empty_ones) {
   std::vector<int> a(100), b(50);
   std::vector<int> none;
   auto pin = pinned(host_span<int>(a), host_span<int>(b), host_span<int>(none));
   EXPECT_EQ(pin.count(), 2u);
 }
 
-TEST(MappedScope, GivesAMappedArrayAndCanBeReentered) {
+TEST(mapped_scope, gives_a_mapped_array_and_can_be_reentered) {
   std::vector<int> data(256, 0);
   for (int round = 0; round < 3; ++round) {
     auto map = mapped(host_span<int>(data));

@@ -10,7 +10,7 @@
 namespace gpumem {
 namespace {
 
-TEST(SharedMemoryCarver, PlansAlignedDisjointPieces) {
+TEST(shared_memory_carver, plans_aligned_disjoint_pieces) {
   shared_memory_carver plan;
   plan.take<char>(3);
   EXPECT_EQ(plan.bytes(), 3u);
@@ -24,14 +24,14 @@ TEST(SharedMemoryCarver, PlansAlignedDisjointPieces) {
   EXPECT_FALSE(plan.failed());
 }
 
-TEST(SharedMemoryCarver, TheSpecExampleNeedsEightBytes) {
+TEST(shared_memory_carver, the_spec_example_needs_eight_bytes) {
   shared_memory_carver plan;
   plan.take<float>(1);
   plan.take<std::int32_t>(1);
   EXPECT_EQ(plan.bytes(), 8u);
 }
 
-TEST(SharedMemoryCarver, CarvesABufferWithoutAliasing) {
+TEST(shared_memory_carver, carves_a_buffer_without_aliasing) {
   alignas(16) unsigned char buffer[64];
   shared_memory_carver c(buffer, sizeof buffer);
   auto f = c.take<float>(3);
@@ -52,7 +52,7 @@ TEST(SharedMemoryCarver, CarvesABufferWithoutAliasing) {
   EXPECT_EQ(reinterpret_cast<unsigned char*>(i.data()) + 16, buffer + c.bytes());
 }
 
-TEST(SharedMemoryCarver, OverflowFailsWithoutTrapping) {
+TEST(shared_memory_carver, overflow_fails_without_trapping) {
   alignas(16) unsigned char buffer[16];
   shared_memory_carver c(buffer, sizeof buffer);
   auto a = c.take<int>(3);

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -18,7 +19,7 @@
 namespace gpumem {
 namespace {
 
-TEST(StreamEvent, CopiesOnTwoStreamsOrderedByAnEvent) {
+TEST(stream_event, copies_on_two_streams_ordered_by_an_event) {
   std::vector<int> host(1000);
   std::iota(host.begin(), host.end(), 0);
   pinned_array<int> src({1000});
@@ -44,7 +45,7 @@ TEST(StreamEvent, CopiesOnTwoStreamsOrderedByAnEvent) {
   EXPECT_EQ(dst.to_vector(), host);
 }
 
-TEST(StreamEvent, InFlightCopyKeepsItsArraysAlive) {
+TEST(stream_event, in_flight_copy_keeps_its_arrays_alive) {
   test::tracked_device_buffer buffer(4096 * sizeof(float));
   std::vector<float> host(4096, 2.5f);
   pinned_array<float> back({4096});
@@ -63,7 +64,7 @@ TEST(StreamEvent, InFlightCopyKeepsItsArraysAlive) {
   EXPECT_EQ(back.to_vector(), host);
 }
 
-TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
+TEST(stream_event, auto_synchronize_waits_at_scope_end) {
   auto s = stream::create();
   test::gate g;
   std::thread opener;
@@ -71,13 +72,17 @@ TEST(StreamEvent, AutoSynchronizeWaitsAtScopeEnd) {
     auto sync = s.auto_synchronize();
     g.block(s.handle());
     EXPECT_FALSE(s.query());
-    opener = std::thread([&g] { g.open(); });
+    // Opens late: without the wait at scope end, the query below would find the gate closed.
+    opener = std::thread([&g] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      g.open();
+    });
   }
   EXPECT_TRUE(s.query());
   opener.join();
 }
 
-TEST(StreamEvent, DefaultPerThreadAndWrappedStreams) {
+TEST(stream_event, default_per_thread_and_wrapped_streams) {
   std::vector<int> host{1, 2, 3, 4};
   for (stream const& s : {stream(), stream::per_thread_default()}) {
     auto d = to_device(host, s);
@@ -105,7 +110,7 @@ TEST(StreamEvent, DefaultPerThreadAndWrappedStreams) {
   backend().destroy_stream(raw);  // wrap() never destroys the external stream
 }
 
-TEST(StreamEvent, EventsQueryWaitAndTime) {
+TEST(stream_event, events_query_wait_and_time) {
   auto s = stream::create();
   event start = event::create();
   event stop = event::create();
@@ -113,10 +118,13 @@ TEST(StreamEvent, EventsQueryWaitAndTime) {
   std::vector<char> host(1 << 20, 'x');
   start.record(s);
   d.copy_to_device(host, s);
+  backend().enqueue_host_function(
+      s.handle(), [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
   stop.record(s);
   stop.synchronize();
   EXPECT_TRUE(stop.query());
-  EXPECT_GE(event_elapsed_time(start, stop), 0.f);
+  // At least the 2 ms the stream slept between the records (less the clock's resolution).
+  EXPECT_GE(event_elapsed_time(start, stop), 1.9f);
   event plain = event::create(false);
   plain.record(s);
   plain.synchronize();
@@ -126,7 +134,7 @@ TEST(StreamEvent, EventsQueryWaitAndTime) {
   test::expect_logic_error([&] { s.wait(empty); }, "stream::wait: the event is empty");
 }
 
-TEST(StreamEvent, DestructionGoesThroughTheContextQueue) {
+TEST(stream_event, destruction_goes_through_the_context_queue) {
   auto& queue = current_context().pending_resource_releases();
   queue.flush();
   ASSERT_EQ(queue.size(), 0u);

@@ -1,4 +1,6 @@
 // Ownership of the pointer types: shared owner, views, finalizer exactly once, host_memory.
+#include "log_capture.hpp"
+
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
@@ -148,10 +150,14 @@ TEST_F(memory_pointer_test, pinned_memory_keeps_its_owner_until_the_finalizer_ra
 }
 
 TEST_F(memory_pointer_test, a_throwing_finalizer_is_logged_not_propagated) {
+  test::error_log_capture capture;
   EXPECT_NO_THROW({
     memory_pointer p(ctx, storage, 1, [] { throw std::runtime_error("boom"); });
     (void)p;
   });
+  std::vector<std::string> const errors = capture.errors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("finalizer failed: boom"), std::string::npos) << errors[0];
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The deferred-deallocation queue: exact thresholds, deferral, error isolation, threads, and a
 // seeded model-based stress test with check_invariants() after every step.
+#include "log_capture.hpp"
+
 #include <gpumem/core/error.hpp>
-#include <gpumem/core/logging.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
 
 #include <gtest/gtest.h>
@@ -15,21 +16,6 @@
 
 namespace gpumem {
 namespace {
-
-// Captures log messages for the life of the scope.
-class log_capture {
- public:
-  log_capture() {
-    previous_ = set_log_sink([this](log_level level, std::string_view message) {
-      if (level == log_level::error) errors.emplace_back(message);
-    });
-  }
-  ~log_capture() { set_log_sink(previous_); }
-  std::vector<std::string> errors;
-
- private:
-  log_sink previous_;
-};
 
 TEST(pending_deallocations, ten_items_wait_the_eleventh_flushes_all) {
   pending_deallocations queue(10, 1u << 30);
@@ -121,7 +107,7 @@ TEST(pending_deallocations, moved_and_reset_guards_end_the_deferral_once) {
 }
 
 TEST(pending_deallocations, a_failing_release_is_logged_and_the_others_still_run) {
-  log_capture capture;
+  test::error_log_capture capture;
   pending_deallocations queue(100, 1u << 30);
   std::vector<int> order;
   queue.enqueue([&order] { order.push_back(1); }, 10);
@@ -129,9 +115,10 @@ TEST(pending_deallocations, a_failing_release_is_logged_and_the_others_still_run
   queue.enqueue([&order] { order.push_back(3); }, 30);
   EXPECT_EQ(queue.flush(), 2u);
   EXPECT_EQ(order, (std::vector<int>{1, 3}));
-  ASSERT_EQ(capture.errors.size(), 1u);
-  EXPECT_NE(capture.errors[0].find("free failed"), std::string::npos) << capture.errors[0];
-  EXPECT_NE(capture.errors[0].find("20 bytes"), std::string::npos) << capture.errors[0];
+  std::vector<std::string> const errors = capture.errors();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("free failed"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("20 bytes"), std::string::npos) << errors[0];
   EXPECT_EQ(queue.size(), 0u);
 }
 

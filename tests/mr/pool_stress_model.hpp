@@ -1,10 +1,13 @@
 // The model-based harness of the pool stress test (pool_stress_test.cpp's file comment describes
 // the model): seeded random steps on three streams, stream gates, pattern checks in stream order,
-// and check_invariants() after every step.
+// and check_invariants() after every step. Each step of run() is one pool operation; validating
+// builds (GPUMEM_VALIDATE) also check after every operation of the teardown (finish()), where the
+// other builds check once at the end.
 #pragma once
 
 #include "pool_stress_support.hpp"
 
+#include <gpumem/core/config.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
@@ -269,13 +272,17 @@ class pool_stress {
     for (auto& s : streams_)
       while (s.opened < s.gates.size())
         s.gates[s.opened++]->set_value();
-    for (auto& b : live_)
+    for (auto& b : live_) {
       pool_->deallocate(b.p, b.bytes, streams_[b.stream].handle);
+      if constexpr (GPUMEM_VALIDATE != 0) pool_->check_invariants();
+    }
     live_.clear();
     backend().synchronize();
     reap();
-    for (auto& s : streams_)
+    for (auto& s : streams_) {
       pool_->release_stream(s.handle);
+      if constexpr (GPUMEM_VALIDATE != 0) pool_->check_invariants();
+    }
     pool_->check_invariants();
     pool_.reset();
   }

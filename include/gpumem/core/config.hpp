@@ -36,3 +36,10 @@
 #else
 #define GPUMEM_TLS_INITIAL_EXEC
 #endif
+
+// GPUMEM_VALIDATE is set by the build (CMake option GPUMEM_VALIDATE) to 1 in validating builds:
+// full-structure validators run after every operation of the stress tests, and GPUMEM_ASSERT is on
+// (core/assert.hpp; docs/design/checks.md describes the tiers).
+#ifndef GPUMEM_VALIDATE
+#define GPUMEM_VALIDATE 0
+#endif

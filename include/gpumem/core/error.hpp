@@ -6,8 +6,8 @@
 //   ├── gpumem::logic_error           a broken precondition (bad argument, bad state)
 //   ├── gpumem::not_supported         the operation is not provided (e.g. memory info of a pool)
 //   ├── gpumem::cuda_error            a device operation failed; keeps the numeric code, call,
-//   file:line └── gpumem::out_of_memory         an allocation could not be satisfied; keeps
-//   requested bytes,
+//   │                                 file:line
+//   └── gpumem::out_of_memory         an allocation could not be satisfied; keeps requested bytes,
 //                                     the name of the allocator and its current and peak use
 //
 // Device code never throws: it returns a status or null, and the host converts that into one of

@@ -7,14 +7,14 @@
 // Two implementations, chosen at run time by GPUMEM_DEVICE (cuda|host; default cuda when a GPU is
 // present):
 //   * cuda — the CUDA runtime (and driver entry points fetched through the runtime, so that
-//   binaries
-//     start on machines without a driver). CUDA's out-of-memory becomes gpumem::out_of_memory here
-//     and nowhere else; every other failure becomes gpumem::cuda_error with the code and the call.
+//     binaries start on machines without a driver). CUDA's out-of-memory becomes
+//     gpumem::out_of_memory here and nowhere else; every other failure becomes gpumem::cuda_error
+//     with the code and the call.
 //   * host — a simulated device in host memory: a fixed-capacity arena
-//   (GPUMEM_HOST_DEVICE_CAPACITY)
-//     so out-of-memory paths are testable; streams are in-order work queues served by their own
-//     thread, so asynchronous copies really are asynchronous and events really complete in order;
-//     IPC works across processes on one Linux machine (the arena is a shared memory file).
+//     (GPUMEM_HOST_DEVICE_CAPACITY) so out-of-memory paths are testable; streams are in-order work
+//     queues served by their own thread, so asynchronous copies really are asynchronous and events
+//     really complete in order; IPC works across processes on one Linux machine (the arena is a
+//     shared memory file).
 //
 // Handles are opaque pointers; `stream_handle{}` (null) is the default stream.
 //
