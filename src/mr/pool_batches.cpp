@@ -122,6 +122,8 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
           try {
             if (add_extent(s.extents, rest, slab - n * size, s.epoch, chunk))
               s.unfenced_bytes += slab - n * size;
+            else  // cannot be, short of corruption: keep it free rather than lose it
+              add_extent(free_, rest, slab - n * size, 0, chunk);
           } catch (std::exception const&) {
             try {  // no node for it in the stream's set: back to the free ones (rarely fails too)
               add_extent(free_, rest, slab - n * size, 0, chunk);
@@ -225,14 +227,18 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
 // large allocate+free pair meets no other thread. Only a miss takes the pool's mutex (obtain).
 // Frees are fenced in batches (large_fence_bytes), never one event per block.
 
-void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) {
+void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noexcept {
   pool_stream& s = *cache.stream;
   std::lock_guard<std::mutex> arena(s.mutex);
   if (s.extents.empty()) return nullptr;
   auto const it = s.extents.best_fit(size);
   if (it == s.extents.extents().end()) return nullptr;
-  std::uintptr_t const addr = it->first;                 // take() cuts from the start
-  large_blocks_.insert(addr, {size, it->second.chunk});  // may throw: nothing changed then
+  std::uintptr_t const addr = it->first;  // take() cuts from the start
+  try {
+    large_blocks_.insert(addr, {size, it->second.chunk});
+  } catch (std::bad_alloc const&) {
+    return nullptr;  // nothing changed: the shared path tries (and reports) it
+  }
   s.extents.take(it, size);
   s.net_returned -= static_cast<std::int64_t>(size);
   s.refills.fetch_add(1, std::memory_order_relaxed);  // the stream is allocating: not quiet
@@ -489,6 +495,7 @@ pool_statistics pool_state::statistics() const {
   st.invalid_deallocations = invalid_deallocations_.load();
   st.lock_acquisitions = lock_acquisitions_;
   st.reclaims = reclaims_;
+  st.streams = streams_.size();
   if (vrange_ != nullptr) {
     st.page_maps = vrange_->maps();
     st.page_unmaps = vrange_->unmaps();

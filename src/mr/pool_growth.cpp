@@ -57,7 +57,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   std::size_t const fitted = std::min(pool_round_up_to(need, growth_rounding), room);
   std::size_t const preferred = std::min(std::max(growth_step_locked(), fitted), room);
   // Refused (the device nearly full): one chunk, then the request alone.
-  std::size_t const one_chunk = std::min(std::max(options_.chunk_size, fitted), room);
+  std::size_t const one_chunk = std::min(std::max(options_.chunk_size, fitted), preferred);
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
   // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
   // the maximum size.
@@ -114,14 +114,12 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
 }
 
 void pool_state::trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream) {
+  scoped_device const on_device(backend_, device_);  // before any chunk leaves the pool
   std::vector<pool_retired_chunk> later;
   if (trim_locked(stream, false, &later) == 0) return;
   lock.unlock();
-  {
-    scoped_device const on_device(backend_, device_);
-    for (auto const& chunk : later)
-      upstream_.deallocate(chunk.ptr, chunk.size, chunk.order);
-  }
+  for (auto const& chunk : later)
+    upstream_.deallocate(chunk.ptr, chunk.size, chunk.order);
   lock.lock();
 }
 

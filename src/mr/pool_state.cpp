@@ -149,6 +149,9 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
   s->handle = handle;
   s->owner_thread = key.second;
   s->per_thread = per_thread;
+  // A thread past its thread cache table (its thread_local destructors) has no cache to settle
+  // this stream at its exit: the entry is retired from the start (its frees are fenced at once).
+  s->retired = per_thread && pool_thread_exiting();
   s->class_lists.resize(num_classes_);
   s->class_used.resize(num_classes_);
   pool_stream& added = *streams_.emplace(key, std::move(s)).first->second;
@@ -164,7 +167,7 @@ bool pool_state::fenceable(pool_stream const& s) const noexcept {
 void pool_state::reap_retired_locked() noexcept {
   for (auto it = streams_.begin(); it != streams_.end();) {
     pool_stream const& s = *it->second;
-    if (s.retired && s.fences.empty() && s.extents.bytes() == 0 &&
+    if (s.retired && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
         s.class_list_bytes.load(std::memory_order_relaxed) == 0)
       it = streams_.erase(it);
     else
@@ -388,6 +391,12 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
 //   5. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
 void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                          bool own_tried) {
+  // The mutex may be released below (growth, trim): `s` must outlive that even if it is retired.
+  struct pin {
+    pool_stream& s;
+    explicit pin(pool_stream& stream) : s(stream) { ++s.pins; }
+    ~pin() { --s.pins; }  // the mutex is held again whenever obtain returns or throws
+  } const pinned(s);
   if (void* p = fit_locked(size, s)) return p;
   s.short_at_growth = upstream_allocations_;  // counted by the next growth's step
   // Free extents next to the stream's own merge with them: a fit may straddle the two.

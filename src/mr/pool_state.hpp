@@ -119,6 +119,9 @@ struct alignas(64) pool_stream {
   std::uint64_t owner_thread = 0;
   bool per_thread = false;
   bool retired = false;
+  // Under the pool's mutex: threads inside obtain() for this stream (which may release the mutex);
+  // a retired entry is not reaped while pinned.
+  std::uint32_t pins = 0;
   // Under the pool's mutex: fences recorded and not yet seen complete, oldest first, and the
   // epoch up to which every extent is safe for all streams.
   std::deque<pool_fence> fences;
@@ -206,6 +209,8 @@ struct alignas(64) pool_thread_cache {
 };
 
 std::mutex& pool_registry_mutex() noexcept;
+// True once the calling thread's table of thread caches has been destroyed (it is exiting).
+bool pool_thread_exiting() noexcept;
 
 class pool_state {
  public:
@@ -227,7 +232,7 @@ class pool_state {
   // The large-size path: first the calling thread's stream's own extents under that stream's lock
   // alone (pool_thread_cache.cpp); else allocate_large / deallocate_large, under mutex_.
   enum class own_free { taken, refused, elsewhere };
-  void* take_large_own(pool_thread_cache& cache, std::size_t size);
+  void* take_large_own(pool_thread_cache& cache, std::size_t size) noexcept;
   own_free give_back_large_own(pool_thread_cache& cache, void* ptr, std::size_t size) noexcept;
   // Takes a large block out of large_blocks_ and says its chunk; false (and logs) if it is not
   // live with that size.

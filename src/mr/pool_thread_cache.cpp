@@ -80,6 +80,10 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
 
 }  // namespace
 
+bool pool_thread_exiting() noexcept {
+  return table_gone;
+}
+
 std::size_t pool_state::flush_calling_thread_locked() noexcept {
   std::size_t flushed = 0;
   if (table_gone) return 0;

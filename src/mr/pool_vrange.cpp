@@ -128,8 +128,6 @@ bool pool_state::grow_range(std::size_t size) {
   }
   // Merges with a free end: the request fits there now (no memory is taken until it is carved).
   add_extent(free_, start, step, 0, vrange_chunk_);
-  misses_since_growth_ = 0;
-  reclaims_since_growth_ = 0;
   return true;
 }
 
@@ -138,9 +136,17 @@ void pool_state::back_locked(std::uintptr_t addr, std::size_t size, pool_stream*
   std::size_t const first = (addr - vrange_->base()) / page;
   std::size_t const last = (addr + size - 1 - vrange_->base()) / page;
   std::size_t missing = 0;
-  for (std::size_t p = first; p <= last; ++p)
-    missing += vrange_->mapped(p) ? 0 : 1;
+  std::size_t taken_unmapped = 0;  // bytes of the range on unmapped pages: out of the free extents
+  for (std::size_t p = first; p <= last; ++p) {
+    if (vrange_->mapped(p)) continue;
+    ++missing;
+    std::uintptr_t const start = std::max(addr, vrange_->base() + p * page);
+    std::uintptr_t const end = std::min(addr + size, vrange_->base() + (p + 1) * page);
+    taken_unmapped += end - start;
+  }
   if (missing == 0) return;
+  // free_mapped_locked() assumes every unmapped byte lies in the free extents: not those taken.
+  auto free_mapped = [&] { return free_mapped_locked() + taken_unmapped; };
   // While free memory is at most an eighth of what the pool holds, new pages are made: moving
   // pages (an unmap and a map each) for every change of shape would cost far more than the slack.
   // Beyond that, physical memory comes from pages lying wholly in the free extents first; then,
@@ -149,23 +155,26 @@ void pool_state::back_locked(std::uintptr_t addr, std::size_t size, pool_stream*
   // can still use them) and their pages count too; only then new memory.
   std::size_t const slack = held_ / 8;
   auto spare = [&] { return vrange_->spare_bytes() / page; };
-  if (spare() < missing && free_mapped_locked() > slack) unmap_free_pages_locked(missing - spare());
+  if (spare() < missing && free_mapped() > slack) unmap_free_pages_locked(missing - spare());
   if (spare() < missing && s != nullptr && fenceable(*s) &&
       s->extents.bytes() + s->class_list_bytes.load(std::memory_order_relaxed) > slack) {
     flush_calling_thread_locked();
     drain_class_lists_locked(*s);
-    if (complete_if_idle_locked(*s) && free_mapped_locked() > slack)
+    if (complete_if_idle_locked(*s) && free_mapped() > slack)
       unmap_free_pages_locked(missing - spare());
   }
+  // New pages within the maximum size, checked before any is mapped.
+  std::size_t const fresh = missing - std::min(missing, spare());
+  if (held_ > options_.maximum_size || (options_.maximum_size - held_) / page < fresh)
+    throw out_of_memory(
+        size, name(), held_, peak_held_,
+        "mapping " + std::to_string(fresh) + " more page(s) would pass the pool's maximum size");
   scoped_device const on_device(backend_, device_);
   for (std::size_t p = first; p <= last; ++p) {
     if (vrange_->mapped(p)) continue;
-    bool const fresh = vrange_->spare_bytes() == 0;
-    if (fresh && (held_ > options_.maximum_size || options_.maximum_size - held_ < page))
-      throw out_of_memory(size, name(), held_, peak_held_,
-                          "mapping a page would pass the pool's maximum size");
+    bool const made = spare() == 0;
     vrange_->map(p);
-    if (fresh) note_growth_locked(page);
+    if (made) note_growth_locked(page);
   }
 }
 

@@ -108,6 +108,7 @@ TEST_F(pool_test, an_expandable_pool_moves_the_memory_of_holes_to_new_blocks) {
   for (int i = 0; i < 8; ++i) {  // 8 MiB holes between 2 MiB live blocks
     holes.push_back(pool.allocate(8 * MiB, a));
     keep.push_back(pool.allocate(2 * MiB, a));
+    backend().fill(keep.back(), 0x40 + i, 2 * MiB);
   }
   for (void* p : holes)
     pool.deallocate(p, 8 * MiB, a);
@@ -124,15 +125,50 @@ TEST_F(pool_test, an_expandable_pool_moves_the_memory_of_holes_to_new_blocks) {
   backend().copy(out.data(), big, out.size());
   EXPECT_EQ(out.front(), 0x3c);
   EXPECT_EQ(out.back(), 0x3c);
-  for (void* p : keep) {  // the live blocks kept their memory and contents' pages
-    backend().fill(p, 0x11, 2 * MiB);
-    pool.deallocate(p, 2 * MiB, a);
+  std::vector<std::uint8_t> kept(2 * MiB);
+  for (int i = 0; i < 8; ++i) {  // the live blocks kept their pages and their contents
+    backend().copy(kept.data(), keep[i], kept.size());
+    EXPECT_EQ(kept.front(), 0x40 + i);
+    EXPECT_EQ(kept.back(), 0x40 + i);
+    pool.deallocate(keep[i], 2 * MiB, a);
   }
   pool.deallocate(big, 48 * MiB, a);
   backend().synchronize_stream(a);
   pool.trim();
   EXPECT_EQ(pool.statistics().held_bytes, 0u);
   pool.check_invariants();
+}
+
+// The same with the holes already free for every stream (their stream released): pages move only
+// once free memory passes an eighth of what the pool holds; below that, new pages are made.
+TEST_F(pool_test, an_expandable_pool_moves_pages_only_past_its_slack) {
+  pool_resource pool(upstream, exact_blocks(true));
+  void* hole1 = pool.allocate(8 * MiB, a);
+  void* live1 = pool.allocate(40 * MiB, a);
+  void* hole2 = pool.allocate(16 * MiB, a);
+  void* live2 = pool.allocate(64 * MiB, a);  // the pool holds 128 MiB
+  pool.deallocate(hole1, 8 * MiB, a);
+  pool.release_stream(a);                   // 8 MiB free for all: below the slack of 16 MiB
+  void* more = pool.allocate(12 * MiB, b);  // fits no hole: new address space, new pages
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(st.held_bytes, 140 * MiB);
+  EXPECT_EQ(st.page_unmaps, 0u);
+  pool.deallocate(hole2, 16 * MiB, a);
+  pool.release_stream(a);                    // 24 MiB free for all: past the slack of 17.5 MiB
+  void* again = pool.allocate(20 * MiB, b);  // fits no hole: takes the holes' pages
+  st = pool.statistics();
+  EXPECT_EQ(st.page_unmaps, 10u);
+  EXPECT_EQ(st.held_bytes, 140 * MiB) << "new pages made while free memory passed the slack";
+  EXPECT_EQ(st.free_bytes, 4 * MiB);
+  pool.check_invariants();
+  for (auto [p, bytes] : {std::pair{again, 20 * MiB}, {more, 12 * MiB}})
+    pool.deallocate(p, bytes, b);
+  for (auto [p, bytes] : {std::pair{live1, 40 * MiB}, {live2, 64 * MiB}})
+    pool.deallocate(p, bytes, a);
+  pool.release_stream(a);
+  pool.release_stream(b);
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
 }
 
 TEST_F(pool_test, an_expandable_pool_with_blocks_of_every_size_keeps_its_invariants) {

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <thread>
 
 namespace gpumem {
@@ -69,25 +71,77 @@ TEST_F(pool_test, exited_thread_cached_blocks_wait_for_its_stream) {
   exited_thread_keeps_its_blocks_until_its_work_ran(upstream, 64 * KiB);
 }
 
-// Many short-lived threads on their per-thread streams: the pool keeps no state for each one that
-// has gone (its memory is free for all once its stream is idle).
+// Many short-lived threads on their per-thread streams, idle or with work pending when they exit:
+// the pool keeps no state for one that has gone once its memory is free for all.
 TEST_F(pool_test, exited_threads_leave_no_stream_state) {
   pool_resource pool(upstream, {});
   stream_handle const per_thread = backend().per_thread_default_stream();
+  test::stream_gate gate;
   for (int i = 0; i < 64; ++i) {
-    std::thread t([&] {
+    std::thread t([&, i] {
       void* small = pool.allocate(4 * KiB, per_thread);
       void* large = pool.allocate(8 * MiB, per_thread);
+      if (i % 2 == 0) gate.block(per_thread);  // half exit with their stream held back
       pool.deallocate(small, 4 * KiB, per_thread);
       pool.deallocate(large, 8 * MiB, per_thread);
-      backend().synchronize_stream(per_thread);
     });
     t.join();
   }
+  EXPECT_GE(pool.statistics().streams, 32u) << "entries of streams with pending work were dropped";
+  gate.open();
+  backend().synchronize();
   pool.check_invariants();
   pool.trim();
-  EXPECT_EQ(pool.statistics().held_bytes, 0u);
-  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.streams, 0u) << "the pool kept state for exited threads";
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_EQ(st.stream_bytes, 0u);
+}
+
+// A thread_local destroyed after the pool's table of thread caches (constructed before it) may
+// still allocate and free on the thread's per-thread stream, also after the pool forgot the
+// thread's first entry: what it frees there must not stay the dead thread's for good.
+struct late_user {
+  pool_resource* pool = nullptr;
+  std::function<void()> before;  // runs first in the destructor
+  ~late_user() {
+    if (pool == nullptr) return;
+    if (before) before();
+    stream_handle const per_thread = backend().per_thread_default_stream();
+    void* small = pool->allocate(64 * KiB, per_thread);
+    void* large = pool->allocate(8 * MiB, per_thread);
+    pool->deallocate(small, 64 * KiB, per_thread);
+    pool->deallocate(large, 8 * MiB, per_thread);
+  }
+};
+thread_local late_user late;
+
+TEST_F(pool_test, frees_from_late_thread_local_destructors_are_not_stranded) {
+  pool_resource pool(upstream, {});
+  std::promise<void> entered;
+  std::promise<void> go;
+  std::thread t([&] {
+    late.pool = &pool;  // constructed now: destroyed after the pool's table of thread caches
+    late.before = [&] {
+      entered.set_value();
+      go.get_future().wait();
+    };
+    stream_handle const per_thread = backend().per_thread_default_stream();
+    void* p = pool.allocate(1 * MiB, per_thread);
+    pool.deallocate(p, 1 * MiB, per_thread);
+    backend().synchronize_stream(per_thread);
+  });
+  entered.get_future().wait();
+  pool.trim();  // forgets the thread's settled, empty entry
+  go.set_value();
+  t.join();
+  backend().synchronize();
+  pool.check_invariants();
+  pool.trim();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.stream_bytes, 0u) << "memory freed by the exiting thread stayed its own";
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_EQ(st.streams, 0u);
 }
 
 }  // namespace

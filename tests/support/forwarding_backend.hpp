@@ -90,6 +90,21 @@ class forwarding_backend : public device_backend {
   }
   void* ipc_open(ipc_memory_handle const& handle) override { return inner_.ipc_open(handle); }
   void ipc_close(void* ptr) override { inner_.ipc_close(ptr); }
+  std::size_t vmm_granularity() override { return inner_.vmm_granularity(); }
+  void* reserve_address_range(std::size_t bytes) override {
+    return inner_.reserve_address_range(bytes);
+  }
+  void release_address_range(void* base, std::size_t bytes) override {
+    inner_.release_address_range(base, bytes);
+  }
+  physical_handle create_physical(std::size_t bytes) override {
+    return inner_.create_physical(bytes);
+  }
+  void release_physical(physical_handle chunk) override { inner_.release_physical(chunk); }
+  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
+    inner_.map_physical(address, bytes, chunk);
+  }
+  void unmap(void* address, std::size_t bytes) override { inner_.unmap(address, bytes); }
 
  protected:
   device_backend& inner_;

@@ -105,6 +105,9 @@ struct pool_statistics {
   // needs it counts once in each).
   std::uint64_t page_maps = 0;
   std::uint64_t page_unmaps = 0;
+  // Streams the pool keeps state for (a stream seen, a per-thread default stream per thread that
+  // used it and has not exited or still owns memory).
+  std::size_t streams = 0;
 };
 
 // A pool over any upstream memory_resource.

@@ -17,9 +17,9 @@ namespace gpumem::detail {
 // included): no allocation, no destructor.
 std::uint64_t this_thread_serial() noexcept;
 
-// Expires when the calling thread exits (its thread_local objects are destroyed): whoever keeps
-// per-thread state for threads it does not control can hold a weak reference and drop that state
-// once the reference has expired. Throws std::bad_alloc on the thread's first call only.
+// Expires when the calling thread has exited, after all of its thread_local objects were destroyed:
+// whoever keeps per-thread state for threads it does not control can hold a weak reference and drop
+// that state once the reference has expired. Throws std::bad_alloc on the thread's first call only.
 std::weak_ptr<void const> this_thread_lifetime();
 
 }  // namespace gpumem::detail
