@@ -80,12 +80,14 @@ struct pool_statistics {
   std::size_t held_bytes = 0;  // taken from the upstream, in `chunks` chunks
   std::size_t peak_held_bytes = 0;
   std::size_t chunks = 0;
-  std::size_t live_bytes = 0;          // handed out (block sizes, after rounding)
-  std::size_t requested_bytes = 0;     // handed out, as requested
-  std::size_t free_bytes = 0;          // in the coalesced free structures (any stream may use)
-  std::size_t stream_bytes = 0;        // freed, reusable only on their stream until an event says
-  std::size_t cached_bytes = 0;        // in thread caches and per-stream class lists
-  std::size_t largest_free_block = 0;  // in the free structures
+  std::size_t live_bytes = 0;       // handed out (block sizes, after rounding)
+  std::size_t requested_bytes = 0;  // handed out, as requested
+  std::size_t free_bytes = 0;       // in the coalesced free structures (any stream may use)
+  std::size_t stream_bytes = 0;     // freed, reusable only on their stream until an event says
+  std::size_t cached_bytes = 0;     // in thread caches and per-stream class lists
+  // In the free structures; for an expandable pool, address space (its pages are mapped when a
+  // block is carved there, within maximum_size), where free_bytes counts mapped memory only.
+  std::size_t largest_free_block = 0;
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
   std::uint64_t events_recorded = 0;  // fences: one event for a whole batch of frees
