@@ -1,5 +1,6 @@
 #include "resource_support.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -36,7 +37,7 @@ std::size_t tracking_adaptor::outstanding_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t total = 0;
   for (auto const& entry : live_)
-    total += entry.second.bytes;
+    total = saturating_add(total, entry.second.bytes);
   return total;
 }
 
