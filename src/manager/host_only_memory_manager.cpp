@@ -1,3 +1,4 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/host_only_memory_manager.hpp>
@@ -8,6 +9,7 @@
 #include <string>
 
 namespace gpumem {
+#include <cstdint>
 
 std::function<void()> host_only_memory_manager::deferred_release(std::function<void()> release,
                                                                  std::size_t bytes) const {
@@ -80,6 +82,11 @@ managed_memory host_only_memory_manager::memallocmanaged(std::size_t bytes, bool
       ctx, bytes, [&] { return backend().allocate_managed(bytes, attach_global); });
   auto release = [ptr, device] {
     detail::scoped_device d(device);
+  std::size_t end = 0;
+  GPUMEM_EXPECTS(checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end),
+                 "mempin: the range of " + std::to_string(bytes) + " bytes at address " +
+                     std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+                     " wraps the address space");
     backend().deallocate_managed(ptr);
   };
   return managed_memory(ctx, ptr, bytes, deferred_release(release, bytes));

@@ -1,7 +1,11 @@
 // The contract every memory manager keeps: one typed suite, instantiated for the default manager,
-// a plugin built on host_only_memory_manager, and resource_memory_manager over a trivial resource.
-// A new manager is a fixture struct plus one line in `manager_types`.
+// a plugin built on host_only_memory_manager, resource_memory_manager over a trivial resource and
+// the built-ins (host_only, pool, async). A new manager is a fixture struct plus one line in
+// `manager_types`.
+#include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
@@ -16,7 +20,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "test_plugin_manager.hpp"
@@ -286,6 +292,52 @@ TYPED_TEST(manager_contract, ipc_handle_of_a_view_records_its_offset) {
   EXPECT_EQ(h.source(), backend().identity(0));
   EXPECT_EQ(p.use_count(), 3) << "the handle keeps the exported memory alive";
   EXPECT_THROW((void)h.open(this->ctx), logic_error) << "opening in the exporting process";
+}
+
+// Sizes no manager can serve: SIZE_MAX, sizes whose rounding to 256 bytes, pages or 2 MiB would
+// wrap, and those at and past 2^63 (see the resource contract suite).
+std::vector<std::size_t> sizes_that_wrap() {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  constexpr std::size_t half = std::size_t{1} << 63;
+  return {top, top - 1, top - 255, top - 256, top - 4096, top - 2 * MiB, half, half + 1};
+}
+
+// Runs `call`, which must throw out_of_memory naming exactly `bytes`.
+template <class Call>
+void expect_out_of_memory(Call&& call, std::size_t bytes, char const* what) {
+  try {
+    call();
+    ADD_FAILURE() << what << "(" << bytes << ") returned memory";
+  } catch (out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), bytes) << what << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos)
+        << what << ": " << e.what();
+  }
+}
+
+TYPED_TEST(manager_contract, sizes_that_would_wrap_are_out_of_memory_naming_the_request) {
+  std::vector<std::size_t> sizes = sizes_that_wrap();
+  for (std::size_t const bytes : sizes) {
+    expect_out_of_memory([&] { (void)this->manager().memalloc(bytes); }, bytes, "memalloc");
+    expect_out_of_memory([&] { (void)this->manager().memhostalloc(bytes, host_alloc_flags{}); },
+                         bytes, "memhostalloc");
+    expect_out_of_memory([&] { (void)this->manager().memallocmanaged(bytes, true); }, bytes,
+                         "memallocmanaged");
+  }
+  // Below max_allocation_bytes, past the largest device: the managers' own recovery (flush, hook,
+  // retry) runs and the error still names the request, not a rounded block.
+  for (std::size_t const bytes : {max_allocation_bytes, (std::size_t{1} << 62) + 1}) {
+    expect_out_of_memory([&] { (void)this->manager().memalloc(bytes); }, bytes, "memalloc");
+    expect_out_of_memory([&] { (void)this->manager().memallocmanaged(bytes, false); }, bytes,
+                         "memallocmanaged");
+  }
+  // A range to pin that wraps the address space is no range at all: a broken precondition.
+  std::vector<char> page(4096);
+  EXPECT_THROW((void)this->manager().mempin(nullptr, page.data(), sizes.front(), false),
+               logic_error);
+  // Nothing was lost on the way.
+  memory_pointer p = this->manager().memalloc(4096);
+  this->expect_round_trip(p.device_pointer(), 4096, 5);
 }
 
 }  // namespace
