@@ -49,7 +49,7 @@ memory_pointer default_memory_manager::memalloc(std::size_t bytes) {
   void* ptr = nullptr;
   try {
     ptr = detail::allocate_with_retry(
-        ctx, bytes, [&] { return backend().allocate(bytes); }, out_of_memory_handler_, &outcome);
+        ctx, bytes, [&] { return allocate_device(bytes); }, out_of_memory_handler_, &outcome);
   } catch (out_of_memory const& e) {
     // The retry after the flush failed too (or the size is one no allocation may have, which is
     // not retried): report it as this manager's failure.
@@ -68,9 +68,8 @@ memory_pointer default_memory_manager::memalloc(std::size_t bytes) {
   }
   if (outcome.retried) counters_->retries.fetch_add(1, std::memory_order_relaxed);
   counters_->on_allocate(bytes);
-  auto release = [counters = counters_, ptr, bytes, device] {
-    detail::scoped_device d(device);
-    backend().deallocate(ptr);
+  auto release = [counters = counters_, free_device = device_release(ptr, bytes), bytes] {
+    free_device();
     counters->on_free(bytes);
   };
   return memory_pointer(ctx, ptr, bytes, deferred_release(release, bytes));

@@ -164,4 +164,19 @@ std::unique_ptr<tracking_adaptor> make_debug_adaptor_if_enabled(memory_resource&
   return std::make_unique<tracking_adaptor>(resource, options);
 }
 
+std::shared_ptr<tracking_adaptor> make_shared_tracking_adaptor(
+    std::shared_ptr<memory_resource> upstream, tracking_options options) {
+  GPUMEM_EXPECTS(upstream != nullptr,
+                 "make_shared_tracking_adaptor: the upstream must not be null");
+  // One allocation holds both; the adaptor is declared last, so it is destroyed first.
+  struct shared_stack {
+    shared_stack(std::shared_ptr<memory_resource> u, tracking_options o)
+        : upstream(std::move(u)), adaptor(*upstream, o) {}
+    std::shared_ptr<memory_resource> upstream;
+    tracking_adaptor adaptor;
+  };
+  auto stack = std::make_shared<shared_stack>(std::move(upstream), options);
+  return std::shared_ptr<tracking_adaptor>(stack, &stack->adaptor);
+}
+
 }  // namespace gpumem

@@ -12,9 +12,11 @@
 #include <gpumem/manager/memory_manager_registry.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/memory_resource.hpp>
+#include <gpumem/mr/tracking_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +57,7 @@ struct default_manager_fixture {
   }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct plugin_manager_fixture {
@@ -63,6 +66,7 @@ struct plugin_manager_fixture {
   }
   static constexpr bool has_memory_info = false;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct resource_manager_fixture {
@@ -73,12 +77,14 @@ struct resource_manager_fixture {
   }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct builtin_host_only_fixture {
   static memory_manager_factory factory() { return load_memory_manager("host_only"); }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 template <class Fixture>
@@ -107,6 +113,8 @@ struct builtin_pool_fixture {
   static memory_manager_factory factory() { return load_memory_manager("pool"); }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  // Freed blocks stay in the pool, so they can be read back on either backend.
+  static constexpr bool keeps_freed_memory = true;
 };
 
 struct builtin_async_fixture {
@@ -114,6 +122,7 @@ struct builtin_async_fixture {
   static constexpr bool has_memory_info = true;
   // CUDA's legacy IPC cannot export memory of a stream-ordered pool.
   static constexpr bool supports_ipc = false;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 using manager_types =
@@ -338,6 +347,58 @@ TYPED_TEST(manager_contract, sizes_that_would_wrap_are_out_of_memory_naming_the_
   // Nothing was lost on the way.
   memory_pointer p = this->manager().memalloc(4096);
   this->expect_round_trip(p.device_pointer(), 4096, 5);
+}
+
+// GPUMEM_DEBUG_MEMORY=1 for the life of a scope, through the environment table (as a user sets it
+// before making contexts).
+class debug_memory_on {
+ public:
+  debug_memory_on() {
+    ::setenv("GPUMEM_DEBUG_MEMORY", "1", 1);
+    reload_environment();
+  }
+  ~debug_memory_on() {
+    ::unsetenv("GPUMEM_DEBUG_MEMORY");
+    reload_environment();
+  }
+  debug_memory_on(debug_memory_on const&) = delete;
+  debug_memory_on& operator=(debug_memory_on const&) = delete;
+};
+
+TYPED_TEST(manager_contract, debug_memory_tracks_poisons_and_catches_double_frees) {
+  EXPECT_EQ(debug_tracker(this->manager()), nullptr) << "made without GPUMEM_DEBUG_MEMORY";
+  std::unique_ptr<memory_manager> debugged;
+  {
+    debug_memory_on on;
+    debugged = TypeParam::factory()(this->ctx);
+  }
+  debugged->initialize();
+  tracking_adaptor* const tracker = debug_tracker(*debugged);
+  ASSERT_NE(tracker, nullptr) << debugged->name() << " does not allocate through the debug adaptor";
+  constexpr std::size_t bytes = 4096;
+  void* freed = nullptr;
+  {
+    memory_pointer p = debugged->memalloc(bytes);
+    freed = p.device_pointer();
+    EXPECT_EQ(tracker->outstanding_bytes(), bytes);
+    this->expect_round_trip(freed, bytes, 9);
+  }
+  debugged->reset();  // a free the manager defers happens now
+  backend().synchronize();
+  EXPECT_EQ(tracker->outstanding_bytes(), 0u) << "the free did not go through the debug adaptor";
+  // Poisoned before it went back: readable afterwards where the memory stays mapped (always in the
+  // host backend's arena; in the pool on the GPU).
+  if (backend().kind() == backend_kind::host || TypeParam::keeps_freed_memory) {
+    std::vector<std::uint8_t> seen(bytes);
+    backend().copy(seen.data(), freed, bytes);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), std::uint8_t{0xDB}),
+              static_cast<std::ptrdiff_t>(bytes))
+        << "freed memory was not poisoned";
+  }
+  // Freeing the block again is caught, counted and not passed on to the allocator.
+  tracker->deallocate(freed, bytes, nullptr);
+  EXPECT_EQ(tracker->double_frees(), 1u);
+  EXPECT_EQ(tracker->outstanding_bytes(), 0u);
 }
 
 }  // namespace
