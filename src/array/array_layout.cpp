@@ -19,6 +19,8 @@ void check_rank(std::size_t rank) {
 // Element count of `shape` times `itemsize`, with every overflow reported.
 void check_total(shape_type const& shape, std::size_t itemsize) {
   GPUMEM_EXPECTS(itemsize > 0, "array itemsize must be positive");
+  GPUMEM_EXPECTS(itemsize <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
+                 "array itemsize " + std::to_string(itemsize) + " exceeds the address space");
   std::size_t bytes = itemsize;
   bool empty = false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
@@ -86,6 +88,10 @@ array_layout array_layout::strided(shape_type const& shape, strides_type const& 
   l.rank = static_cast<int>(shape.size());
   l.itemsize = itemsize;
   for (int d = 0; d < l.rank; ++d) {
+    // |PTRDIFF_MIN| is not a ptrdiff_t: no extent could be computed from it.
+    GPUMEM_EXPECTS(strides[d] != std::numeric_limits<std::ptrdiff_t>::min(),
+                   "bad stride: strides[" + std::to_string(d) + "] = " +
+                       std::to_string(strides[d]) + " bytes has no magnitude in ptrdiff_t");
     GPUMEM_EXPECTS(strides[d] % static_cast<std::ptrdiff_t>(itemsize) == 0,
                    "bad stride: strides[" + std::to_string(d) +
                        "] = " + std::to_string(strides[d]) +
@@ -161,18 +167,25 @@ array_layout::derived array_layout::sliced(std::vector<slice> const& slices) con
                               ") step " + std::to_string(s.step) + " of dimension " +
                               std::to_string(d) + " (length " + std::to_string(n) + ")";
     GPUMEM_EXPECTS(s.step != 0, "bad " + where + ": step is 0");
+    GPUMEM_EXPECTS(s.step != std::numeric_limits<std::ptrdiff_t>::min(),
+                   "bad " + where + ": the step has no magnitude in ptrdiff_t");
     GPUMEM_EXPECTS(s.start >= 0 && s.start <= stop && stop <= n, "out-of-range " + where);
     std::ptrdiff_t const step = s.step < 0 ? -s.step : s.step;
-    std::ptrdiff_t const count = (stop - s.start + step - 1) / step;
+    // ceil(length / step) without adding to the length (a step near PTRDIFF_MAX would wrap it).
+    std::ptrdiff_t const length = stop - s.start;
+    std::ptrdiff_t const count = length == 0 ? 0 : (length - 1) / step + 1;
     out.layout.shape[d] = static_cast<std::size_t>(count);
+    // With two or more elements, step * stride stays inside the array's extent; with fewer the
+    // stride is never used, and multiplying by a huge step could overflow.
+    std::ptrdiff_t const stride = count > 1 ? strides[d] * step : strides[d];
     if (s.step > 0) {
       out.byte_offset += s.start * strides[d];
-      out.layout.strides[d] = strides[d] * step;
+      out.layout.strides[d] = stride;
     } else {
       // Backwards from the last element of the range.
       std::ptrdiff_t const first = count == 0 ? s.start : stop - 1;
       out.byte_offset += first * strides[d];
-      out.layout.strides[d] = -strides[d] * step;
+      out.layout.strides[d] = -stride;
     }
   }
   if (out.layout.size() == 0) out.byte_offset = 0;

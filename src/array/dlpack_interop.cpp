@@ -1,8 +1,10 @@
 // DLPack export and import (see dlpack_interop.hpp).
 #include <gpumem/array/dlpack_interop.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -136,6 +138,11 @@ imported_tensor check_dlpack_import(dlpack::DLTensor const& t, dlpack::DLDataTyp
                      std::to_string(max_array_rank) + "]");
   GPUMEM_EXPECTS(t.ndim == 0 || t.shape != nullptr,
                  "from_dlpack: null shape for ndim " + std::to_string(t.ndim));
+  std::size_t first_byte = 0;
+  GPUMEM_EXPECTS(checked_add(reinterpret_cast<std::uintptr_t>(t.data),
+                             static_cast<std::size_t>(t.byte_offset), first_byte),
+                 "from_dlpack: byte_offset " + std::to_string(t.byte_offset) +
+                     " from the data pointer wraps the address space");
   imported_tensor out;
   out.data = static_cast<unsigned char*>(t.data) + t.byte_offset;
   for (int d = 0; d < t.ndim; ++d) {

@@ -3,6 +3,7 @@
 #include <gpumem/array/detail/array_base.hpp>
 #include <gpumem/array/detail/strided_copy.hpp>
 #include <gpumem/core/assert.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 
 #include <algorithm>
@@ -14,13 +15,19 @@ void check_fits(array_layout const& layout, std::size_t offset, std::size_t byte
                 char const* what) {
   auto const e = layout.extent();
   if (layout.size() == 0) return;
-  auto const lo = static_cast<std::ptrdiff_t>(offset) + e.lowest;
-  auto const hi = static_cast<std::ptrdiff_t>(offset) + e.highest;
-  GPUMEM_EXPECTS(lo >= 0 && hi <= static_cast<std::ptrdiff_t>(bytes),
-                 std::string(what) + ": an array of " + layout.describe() + " at byte offset " +
-                     std::to_string(offset) + " reaches bytes [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + ") outside the buffer of " + std::to_string(bytes) +
-                     " bytes");
+  // In unsigned terms, so that no offset (up to SIZE_MAX) can overflow the comparison:
+  // offset + lowest >= 0 and offset + highest <= bytes, with lowest <= 0 <= highest.
+  auto const below = static_cast<std::size_t>(-e.lowest);
+  auto const above = static_cast<std::size_t>(e.highest);
+  if (offset >= below && offset <= bytes && above <= bytes - offset) return;
+  std::string const lo =
+      offset >= below ? std::to_string(offset - below) : "-" + std::to_string(below - offset);
+  std::size_t end = 0;
+  std::string const hi = checked_add(offset, above, end) ? std::to_string(end) : "beyond 2^64";
+  GPUMEM_EXPECTS(false, std::string(what) + ": an array of " + layout.describe() +
+                            " at byte offset " + std::to_string(offset) + " reaches bytes [" + lo +
+                            ", " + hi + ") outside the buffer of " + std::to_string(bytes) +
+                            " bytes");
 }
 
 namespace {

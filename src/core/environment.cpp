@@ -31,8 +31,8 @@ std::vector<environment_variable> const& table() {
       {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count, e.g. 512MiB",
        "Memory of the simulated device of the host backend."},
       {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on",
-       "Wrap memory managers' resources in the debug adaptor (double/wrong-size free detection, "
-       "poisoning)."},
+       "Put the debug adaptor (double/wrong-size free detection, poisoning) around the device "
+       "memory of every memory manager made afterwards."},
       {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count, e.g. 1GiB",
        "Size of the device heap used by the device runtime (nrt/)."},
       {"GPUMEM_LOG_LEVEL", "warn", "name", "trace, debug, info, warn, error, off",

@@ -1,3 +1,4 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/units.hpp>
 
 #include <cctype>
@@ -45,15 +46,18 @@ std::optional<std::size_t> try_parse_bytes(std::string_view text) {
   if (!seen_point && multiplier == 1) {
     std::size_t value = 0;
     for (char c : number) {
-      std::size_t const next = value * 10 + static_cast<std::size_t>(c - '0');
-      if (next / 10 != value) return std::nullopt;  // overflow
-      value = next;
+      if (!checked_mul(value, 10, value) ||
+          !checked_add(value, static_cast<std::size_t>(c - '0'), value))
+        return std::nullopt;
     }
     return value;
   }
-  double const value = std::stod(number) * multiplier;
-  if (!std::isfinite(value) || value >= 18446744073709551615.0) return std::nullopt;
-  return static_cast<std::size_t>(std::llround(value));
+  // 2^64 exactly (the double nearest SIZE_MAX): converting it, or more, to size_t is undefined,
+  // and so is llround above 2^63.
+  constexpr double two_to_64 = 18446744073709551616.0;
+  double const value = std::round(std::stod(number) * multiplier);
+  if (!std::isfinite(value) || value >= two_to_64) return std::nullopt;
+  return static_cast<std::size_t>(value);
 }
 
 std::string format_bytes(std::size_t bytes) {

@@ -15,6 +15,7 @@
 // Thread safety: as the CUDA runtime. The backend's own state is the bytes it has allocated
 // (cuda_allocation_counter.hpp), the per-device default memory pools (looked up once) and the
 // virtual-memory registry (its own mutex).
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
@@ -160,6 +161,7 @@ class cuda_backend final : public detail::vmm_backend {
   // --- device memory ---
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) return nullptr;
+    refuse_unservable(bytes, "cudaMalloc");
     void* p = nullptr;
     cudaError_t const status = cudaMalloc(&p, bytes);
     if (status != cudaSuccess) allocation_failed(status, bytes, "cudaMalloc");
@@ -172,6 +174,7 @@ class cuda_backend final : public detail::vmm_backend {
   }
   void* allocate_async(std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return nullptr;
+    refuse_unservable(bytes, "cudaMallocFromPoolAsync");
     void* p = nullptr;
     cudaError_t const status =
         cudaMallocFromPoolAsync(&p, bytes, default_pool(current_device()), native(stream));
@@ -201,6 +204,7 @@ class cuda_backend final : public detail::vmm_backend {
   // --- managed memory ---
   void* allocate_managed(std::size_t bytes, bool attach_global) override {
     if (bytes == 0) return nullptr;
+    refuse_unservable(bytes, "cudaMallocManaged");
     void* p = nullptr;
     cudaError_t const status =
         cudaMallocManaged(&p, bytes, attach_global ? cudaMemAttachGlobal : cudaMemAttachHost);
@@ -219,6 +223,7 @@ class cuda_backend final : public detail::vmm_backend {
     if (flags.mapped) native_flags |= cudaHostAllocMapped;
     if (flags.portable) native_flags |= cudaHostAllocPortable;
     if (flags.write_combined) native_flags |= cudaHostAllocWriteCombined;
+    refuse_unservable(bytes, "cudaHostAlloc");
     void* p = nullptr;
     // A zero-byte request still yields a distinct pointer, as on the host backend.
     cudaError_t const status = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, native_flags);
@@ -397,6 +402,11 @@ class cuda_backend final : public detail::vmm_backend {
     detail::throw_cuda_error(status, call, __FILE__, __LINE__);
   }
 
+  // CUDA rounds every request up to its allocation granularity; a size above max_allocation_bytes
+  // (which no device holds) is refused before that rounding could wrap, as out of memory.
+  void refuse_unservable(std::size_t bytes, char const* call) {
+    if (bytes > max_allocation_bytes) allocation_failed(cudaErrorMemoryAllocation, bytes, call);
+  }
   [[noreturn]] void allocation_failed(cudaError_t status, std::size_t bytes, char const* call) {
     detail::throw_allocation_failure(status, bytes, allocated_.peak_bytes(), call, __FILE__,
                                      __LINE__);

@@ -6,6 +6,8 @@
 #include "cuda_check.hpp"
 #include "cuda_driver.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
+
 #include <cuda.h>  // driver types only: the functions are fetched at run time
 
 #include <algorithm>
@@ -95,10 +97,17 @@ class cuda_vmm_operations final : public vmm_operations {
     return granularity;
   }
 
+  // A range no address space holds (above max_allocation_bytes, where the driver's own round-ups
+  // could wrap) or one the driver cannot find room for is out of memory, as on the host backend.
   void* reserve(std::size_t bytes) override {
+    if (bytes > max_allocation_bytes)
+      throw_driver_allocation_failure(CUDA_ERROR_OUT_OF_MEMORY, bytes, 0, "cuMemAddressReserve",
+                                      __FILE__, __LINE__);
     std::size_t const alignment = granularity();
     CUdeviceptr base = 0;
     CUresult const status = entry_points().address_reserve(&base, bytes, alignment, 0, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY)
+      throw_driver_allocation_failure(status, bytes, 0, "cuMemAddressReserve", __FILE__, __LINE__);
     if (status != CUDA_SUCCESS)
       throw_driver_error(
           status, "cuMemAddressReserve", __FILE__, __LINE__,

@@ -3,6 +3,7 @@
 #include "host_errors.hpp"
 
 #include <gpumem/core/assert.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/units.hpp>
 
 #include <sys/mman.h>
@@ -20,7 +21,9 @@ host_arena::host_arena(std::size_t capacity, std::size_t alignment) : alignment_
       alignment > 0 && (alignment & (alignment - 1)) == 0,
       "host backend: alignment must be a power of two, got " + std::to_string(alignment));
   std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  capacity_ = (capacity + page - 1) / page * page;
+  if (capacity > max_allocation_bytes || !round_up_checked(capacity, page, capacity_))
+    fail(map_failed, "cudaErrorMapBufferObjectFailed", "host backend",
+         "a simulated device of " + std::to_string(capacity) + " bytes cannot be mapped");
   if (capacity_ == 0) capacity_ = page;
   fd_ = ::memfd_create("gpumem-host-device", MFD_CLOEXEC);
   if (fd_ < 0) fail(map_failed, "cudaErrorMapBufferObjectFailed", "memfd_create", strerror(errno));
@@ -56,12 +59,13 @@ void* host_arena::allocate(std::size_t bytes, char const* call, std::size_t alig
                  std::string("host backend: ") + call + ": alignment must be a power of two, got " +
                      std::to_string(alignment));
   std::lock_guard<std::mutex> lock(mutex_);
-  if (bytes <= capacity_) {
-    std::size_t const rounded = (bytes + alignment_ - 1) / alignment_ * alignment_;
+  std::size_t rounded = 0;
+  if (bytes <= capacity_ && round_up_checked(bytes, alignment_, rounded)) {
     for (auto it = free_ranges_.begin(); it != free_ranges_.end(); ++it) {
       std::size_t const range_start = it->first;
       std::size_t const range_end = range_start + it->second;
-      std::size_t const start = (range_start + alignment - 1) / alignment * alignment;
+      std::size_t start = 0;
+      if (!round_up_checked(range_start, alignment, start)) continue;
       if (start > range_end || range_end - start < rounded) continue;
       std::size_t const remaining = range_end - start - rounded;
       GPUMEM_ASSERT(range_start % alignment_ == 0 && range_end <= capacity_,

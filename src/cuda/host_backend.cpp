@@ -13,6 +13,7 @@
 #include "host_vmm.hpp"
 #include "vmm_registry.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -138,7 +139,14 @@ class host_backend final : public detail::vmm_backend {
 
   // --- pinned / mapped host memory ---
   void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
-    std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + 4095) / 4096 * 4096;
+    // Whole pages, as cudaHostAlloc; a size whose round-up would wrap (to 0 bytes: a block smaller
+    // than the request) or that no allocation may have is out of memory.
+    std::size_t rounded = 0;
+    if (bytes > max_allocation_bytes ||
+        !round_up_checked(std::max<std::size_t>(bytes, 1), 4096, rounded))
+      throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0,
+                          "cannot allocate " + std::to_string(bytes) +
+                              " bytes: above the largest allocation gpumem serves");
     void* p = std::aligned_alloc(4096, rounded);
     if (p == nullptr)
       throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0, "aligned_alloc failed");
@@ -162,6 +170,11 @@ class host_backend final : public detail::vmm_backend {
     if (ptr == nullptr || bytes == 0)
       fail(invalid_value, "cudaErrorInvalidValue", "register_host",
            "null pointer or zero size (" + pointer_text(ptr) + ", " + std::to_string(bytes) + ")");
+    std::size_t end = 0;
+    if (!checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end))
+      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
+           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
+               " wraps the address space");
     std::lock_guard<std::mutex> lock(mutex_);
     if (find_host_range(ptr) != nullptr)
       fail(host_memory_registered, "cudaErrorHostMemoryAlreadyRegistered", "register_host",
@@ -325,6 +338,11 @@ class host_backend final : public detail::vmm_backend {
     if (payload.pid == ::getpid())
       fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
            "the handle was exported by this process; open it in another process");
+    std::size_t end = 0;
+    if (!checked_add(payload.offset, payload.size, end))
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
+           "the handle names " + std::to_string(payload.size) + " bytes at offset " +
+               std::to_string(payload.offset) + ", a range that wraps the address space");
     std::string const path =
         "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
     int const fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -333,7 +351,7 @@ class host_backend final : public detail::vmm_backend {
            "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
     std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     std::size_t const start = payload.offset / page * page;
-    std::size_t const length = payload.offset + payload.size - start;
+    std::size_t const length = end - start;
     void* mapping =
         ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
     ::close(fd);

@@ -3,6 +3,8 @@
 
 #include "host_errors.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,8 +34,12 @@ class host_vmm_operations final : public vmm_operations {
   std::size_t granularity() override { return vmm_granularity; }
 
   void* reserve(std::size_t bytes) override {
-    // Over-reserve by one granule, then trim both ends so that the base is aligned.
-    std::size_t const padded = bytes + vmm_granularity;
+    // Over-reserve by one granule, then trim both ends so that the base is aligned. A range that
+    // large cannot exist: out of memory, as cuMemAddressReserve reports it.
+    std::size_t padded = 0;
+    if (bytes > max_allocation_bytes || !checked_add(bytes, vmm_granularity, padded))
+      throw out_of_memory(bytes, "host backend (virtual address space)", 0, 0,
+                          "cannot reserve " + std::to_string(bytes) + " bytes of addresses");
     void* const raw = ::mmap(nullptr, padded, PROT_NONE, no_access_flags, -1, 0);
     if (raw == MAP_FAILED) system_call_failed("reserve_address_range", "mmap", nullptr, padded);
     auto const start = reinterpret_cast<std::uintptr_t>(raw);

@@ -1,7 +1,10 @@
 // Internal: the out-of-memory policy shared by the managers — try, and on out_of_memory flush the
 // context's deferred frees (a no-op while deferred, as Numba), ask an optional hook, retry ONCE.
+// A request above max_allocation_bytes can never be served: its out_of_memory is passed on at once,
+// without flushing the queue or asking the hook (a pool would trim its caches for nothing).
 #pragma once
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 
@@ -21,6 +24,7 @@ auto allocate_with_retry(context& ctx, std::size_t bytes, Allocate&& allocate,
   try {
     return allocate();
   } catch (out_of_memory const&) {
+    if (bytes > max_allocation_bytes) throw;
     ctx.pending_deallocations().flush();
     if (on_out_of_memory) on_out_of_memory(bytes);
   }

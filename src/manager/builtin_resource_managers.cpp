@@ -1,6 +1,7 @@
 // The "pool" and "async" built-in memory managers: each is a resource_memory_manager over a stack
-// of mr/ resources, wrapped in the debug adaptor when GPUMEM_DEBUG_MEMORY is on. This is the
-// "plugin in a few lines" that DESIGN.md promises, used by gpumem itself.
+// of mr/ resources (which resource_memory_manager wraps in the debug adaptor when
+// GPUMEM_DEBUG_MEMORY is on). This is the "plugin in a few lines" that DESIGN.md promises, used by
+// gpumem itself.
 #include "builtin_resource_managers.hpp"
 
 #include <gpumem/core/error.hpp>
@@ -8,7 +9,6 @@
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/async_resource.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
-#include <gpumem/mr/debug_memory.hpp>
 #include <gpumem/mr/owning_adaptor.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -17,7 +17,7 @@ namespace gpumem::detail {
 std::unique_ptr<memory_manager> make_pool_memory_manager(context& owner) {
   auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), pool_options{});
   pool_resource* raw_pool = &pool->adaptor();
-  std::shared_ptr<memory_resource> resource = wrap_for_debug_if_enabled(std::move(pool));
+  std::shared_ptr<memory_resource> resource = std::move(pool);
   resource_memory_manager::hooks hooks;
   // On out-of-memory the pool has already drained its caches and waited for pending frees; what
   // is left to give is its empty chunks, which the device may need for a large request.
@@ -50,8 +50,7 @@ std::unique_ptr<memory_manager> make_async_memory_manager(context& owner) {
   // Keep freed memory in the driver's pool across synchronisations: with the default threshold of
   // 0 every synchronisation returns it to the driver and the next allocation pays for it again.
   options.release_threshold = ~std::size_t{0};
-  std::shared_ptr<memory_resource> resource =
-      wrap_for_debug_if_enabled(std::make_unique<async_resource>(options));
+  std::shared_ptr<memory_resource> resource = std::make_shared<async_resource>(options);
   return std::make_unique<async_memory_manager>(owner, std::move(resource),
                                                 resource_memory_manager::hooks{}, "async");
 }

@@ -63,9 +63,8 @@ context::context(int device, memory_manager_factory const& factory) : device_(de
     detail::scoped_device on_device(device);
     total = backend().get_memory_info().total;
   }
-  // Numba: int(total memory * ratio).
-  auto const max_bytes =
-      static_cast<std::size_t>(env.max_pending_deallocs_ratio * static_cast<double>(total));
+  std::size_t const max_bytes =
+      pending_deallocations::max_bytes_for(total, env.max_pending_deallocs_ratio);
   deallocations_ =
       std::make_shared<gpumem::pending_deallocations>(env.max_pending_deallocs_count, max_bytes);
   resource_releases_ =

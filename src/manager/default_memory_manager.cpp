@@ -1,3 +1,4 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
@@ -48,21 +49,27 @@ memory_pointer default_memory_manager::memalloc(std::size_t bytes) {
   void* ptr = nullptr;
   try {
     ptr = detail::allocate_with_retry(
-        ctx, bytes, [&] { return backend().allocate(bytes); }, out_of_memory_handler_, &outcome);
+        ctx, bytes, [&] { return allocate_device(bytes); }, out_of_memory_handler_, &outcome);
   } catch (out_of_memory const& e) {
-    // The retry after the flush failed too: report it as this manager's failure.
-    std::string detail = "after flushing the deferred deallocations and retrying once (" +
-                         std::string(e.what()) + ")";
-    if (ctx.pending_deallocations().is_deferred())
-      detail += "; inside defer_cleanup(), so nothing was flushed";
+    // The retry after the flush failed too (or the size is one no allocation may have, which is
+    // not retried): report it as this manager's failure.
+    std::string detail;
+    if (bytes > max_allocation_bytes) {
+      detail = "cannot allocate " + std::to_string(bytes) +
+               " bytes: above the largest allocation gpumem serves (" + std::string(e.what()) + ")";
+    } else {
+      detail = "after flushing the deferred deallocations and retrying once (" +
+               std::string(e.what()) + ")";
+      if (ctx.pending_deallocations().is_deferred())
+        detail += "; inside defer_cleanup(), so nothing was flushed";
+    }
     throw out_of_memory(bytes, "default memory manager", counters_->bytes_in_use.load(),
                         counters_->peak_bytes.load(), detail);
   }
   if (outcome.retried) counters_->retries.fetch_add(1, std::memory_order_relaxed);
   counters_->on_allocate(bytes);
-  auto release = [counters = counters_, ptr, bytes, device] {
-    detail::scoped_device d(device);
-    backend().deallocate(ptr);
+  auto release = [counters = counters_, free_device = device_release(ptr, bytes), bytes] {
+    free_device();
     counters->on_free(bytes);
   };
   return memory_pointer(ctx, ptr, bytes, deferred_release(release, bytes));

@@ -1,13 +1,48 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/host_only_memory_manager.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/debug_memory.hpp>
+#include <gpumem/mr/tracking_adaptor.hpp>
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace gpumem {
+
+host_only_memory_manager::host_only_memory_manager(context& owner) : memory_manager(owner) {
+  if (debug_memory_enabled())
+    device_debug_ = make_shared_tracking_adaptor(std::make_shared<cuda_resource>());
+}
+
+host_only_memory_manager::~host_only_memory_manager() = default;
+
+void* host_only_memory_manager::allocate_device(std::size_t bytes) {
+  return device_debug_ ? device_debug_->allocate(bytes, nullptr) : backend().allocate(bytes);
+}
+
+std::function<void()> host_only_memory_manager::device_release(void* ptr, std::size_t bytes) const {
+  int const device = owning_context().device();
+  if (device_debug_) {
+    return [tracker = device_debug_, ptr, bytes, device] {
+      detail::scoped_device d(device);
+      tracker->deallocate(ptr, bytes, nullptr);
+    };
+  }
+  return [ptr, device] {
+    detail::scoped_device d(device);
+    backend().deallocate(ptr);
+  };
+}
+
+tracking_adaptor* debug_tracker(memory_manager const& manager) noexcept {
+  auto const* base = dynamic_cast<host_only_memory_manager const*>(&manager);
+  return base == nullptr ? nullptr : base->debug_tracker();
+}
 
 std::function<void()> host_only_memory_manager::deferred_release(std::function<void()> release,
                                                                  std::size_t bytes) const {
@@ -47,6 +82,11 @@ host_memory host_only_memory_manager::mempin(std::shared_ptr<void> owner, void* 
   GPUMEM_EXPECTS(ptr != nullptr && bytes > 0, "mempin: nothing to pin (pointer " +
                                                   std::string(ptr ? "non-null" : "null") + ", " +
                                                   std::to_string(bytes) + " bytes)");
+  std::size_t end = 0;
+  GPUMEM_EXPECTS(checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end),
+                 "mempin: the range of " + std::to_string(bytes) + " bytes at address " +
+                     std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+                     " wraps the address space");
   context& ctx = owning_context();
   int const device = ctx.device();
   detail::scoped_device on_device(device);

@@ -1,3 +1,4 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/ipc_handle.hpp>
@@ -104,6 +105,10 @@ ipc_handle ipc_handle::deserialize(std::uint8_t const* data, std::size_t bytes) 
   h.handle_ = r.get<ipc_memory_handle>("handle");
   h.size_ = static_cast<std::size_t>(r.get<std::uint64_t>("size"));
   h.offset_ = static_cast<std::size_t>(r.get<std::uint64_t>("offset"));
+  std::size_t end = 0;
+  GPUMEM_EXPECTS(checked_add(h.offset_, h.size_, end), "ipc_handle::deserialize: offset " +
+                                                           std::to_string(h.offset_) + " + size " +
+                                                           std::to_string(h.size_) + " wraps");
   h.source_process_ = r.get<std::int64_t>("source process");
   h.source_.ordinal = r.get<std::int32_t>("device ordinal");
   h.source_.uuid = r.get<std::array<std::uint8_t, 16>>("device uuid");
@@ -125,11 +130,15 @@ memory_pointer ipc_handle::open(context& ctx) {
                  "ipc_handle::open: the handle was exported by this process (pid " +
                      std::to_string(source_process_) +
                      "); use the memory directly or open it in another process");
+  std::size_t mapped_bytes = 0;
+  GPUMEM_EXPECTS(checked_add(offset_, size_, mapped_bytes),
+                 "ipc_handle::open: offset " + std::to_string(offset_) + " + size " +
+                     std::to_string(size_) + " wraps");
   int const device = ctx.device();
   detail::scoped_device on_device(device);
   void* const base = backend().ipc_open(handle_);
   // The mapping covers the allocation from its base; the caller gets the exported range of it.
-  memory_pointer whole(ctx, base, offset_ + size_, [base, device] {
+  memory_pointer whole(ctx, base, mapped_bytes, [base, device] {
     detail::scoped_device d(device);
     backend().ipc_close(base);
   });

@@ -20,8 +20,9 @@ namespace gpumem {
 namespace detail {
 namespace {
 
-// The "host_only" built-in: device memory straight from the backend, freed as soon as its last
-// owner goes (no deferral); host and managed memory through host_only_memory_manager's queue.
+// The "host_only" built-in: device memory straight from the backend (through the debug adaptor with
+// GPUMEM_DEBUG_MEMORY), freed as soon as its last owner goes (no deferral); host and managed memory
+// through host_only_memory_manager's queue.
 class immediate_memory_manager final : public ipc_mixin<host_only_memory_manager> {
  public:
   using ipc_mixin<host_only_memory_manager>::ipc_mixin;
@@ -30,11 +31,8 @@ class immediate_memory_manager final : public ipc_mixin<host_only_memory_manager
     if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
     int const device = ctx.device();
     scoped_device on_device(device);
-    void* const ptr = allocate_with_retry(ctx, bytes, [&] { return backend().allocate(bytes); });
-    return memory_pointer(ctx, ptr, bytes, [ptr, device] {
-      scoped_device d(device);
-      backend().deallocate(ptr);
-    });
+    void* const ptr = allocate_with_retry(ctx, bytes, [&] { return allocate_device(bytes); });
+    return memory_pointer(ctx, ptr, bytes, device_release(ptr, bytes));
   }
   memory_info get_memory_info() override {
     scoped_device on_device(owning_context().device());

@@ -1,3 +1,4 @@
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
@@ -12,6 +13,14 @@ pending_deallocations::pending_deallocations(std::size_t max_count, std::size_t 
 
 pending_deallocations::~pending_deallocations() {
   close();
+}
+
+std::size_t pending_deallocations::max_bytes_for(std::size_t total, double ratio) noexcept {
+  double const bytes = ratio * static_cast<double>(total);
+  // Converting 2^64 (or more) back to size_t would be undefined.
+  constexpr double two_to_64 = 18446744073709551616.0;
+  if (!(bytes < two_to_64)) return ~std::size_t{0};
+  return bytes <= 0 ? 0 : static_cast<std::size_t>(bytes);
 }
 
 bool pending_deallocations::over_limits_locked() const noexcept {
@@ -62,7 +71,7 @@ void pending_deallocations::enqueue(std::function<void()> release, std::size_t b
       batch.push_back(item{std::move(release), bytes});
     } else {
       items_.push_back(item{std::move(release), bytes});
-      bytes_ += bytes;
+      bytes_ = saturating_add(bytes_, bytes);
       if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
     }
   }
@@ -134,7 +143,7 @@ void pending_deallocations::check_invariants() const {
   std::size_t sum = 0;
   for (item const& i : items_) {
     GPUMEM_EXPECTS(static_cast<bool>(i.release), "pending_deallocations: an item has no release");
-    sum += i.bytes;
+    sum = saturating_add(sum, i.bytes);
   }
   GPUMEM_EXPECTS(sum == bytes_, "pending_deallocations: byte count " + std::to_string(bytes_) +
                                     " differs from the sum of the items " + std::to_string(sum));

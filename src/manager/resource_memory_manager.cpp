@@ -1,6 +1,8 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
+#include <gpumem/mr/debug_memory.hpp>
+#include <gpumem/mr/tracking_adaptor.hpp>
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
@@ -16,6 +18,14 @@ resource_memory_manager::resource_memory_manager(context& owner,
       name_(std::move(name)) {
   GPUMEM_EXPECTS(resource_ != nullptr, "resource_memory_manager: the resource is null");
   if (name_.empty()) name_ = resource_->name();
+  if (debug_memory_enabled()) {
+    resource_debug_ = make_shared_tracking_adaptor(std::move(resource_));
+    resource_ = resource_debug_;
+  }
+}
+
+tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
+  return resource_debug_.get();
 }
 
 memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {

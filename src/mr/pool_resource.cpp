@@ -2,6 +2,9 @@
 // shared back end; pool_thread_cache.cpp, the per-thread front end).
 #include "pool_state.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
 namespace gpumem {
@@ -45,7 +48,25 @@ memory_resource& pool_resource::upstream() const noexcept {
 
 void* pool_resource::do_allocate(std::size_t bytes, stream_handle stream) {
   if (bytes == 0) return nullptr;
-  return state_->allocate(bytes, stream);
+  // Refused here, before any rounding inside the pool (to 256 bytes, to a size class, to the growth
+  // granularity) could wrap it to a small size and hand out memory that overlaps live blocks.
+  if (bytes > max_allocation_bytes) {
+    pool_statistics const s = state_->statistics();
+    throw out_of_memory(bytes, name(), s.held_bytes, s.peak_held_bytes,
+                        "cannot allocate " + std::to_string(bytes) +
+                            " bytes: above the largest allocation gpumem serves (" +
+                            format_bytes(max_allocation_bytes) + ")");
+  }
+  try {
+    return state_->allocate(bytes, stream);
+  } catch (out_of_memory const& e) {
+    // The pool names the block it looked for (the request rounded to its granularity or size
+    // class); the error the caller sees names what it asked for.
+    if (e.requested_bytes() == bytes) throw;
+    throw out_of_memory(
+        bytes, e.allocator(), e.current_bytes(), e.peak_bytes(),
+        "as a block of " + std::to_string(e.requested_bytes()) + " bytes: " + e.what());
+  }
 }
 
 void pool_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {

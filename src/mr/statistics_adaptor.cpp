@@ -1,12 +1,27 @@
 #include <gpumem/mr/statistics_adaptor.hpp>
 
 #include <algorithm>
+#include <limits>
 
 namespace gpumem {
 
+namespace {
+constexpr std::int64_t counter_max = std::numeric_limits<std::int64_t>::max();
+
+// A byte count as a counter amount. Nothing above max_allocation_bytes (= INT64_MAX) is ever
+// allocated, but a conversion must not turn a larger one negative.
+std::int64_t amount_of(std::size_t bytes) noexcept {
+  return static_cast<std::int64_t>(std::min<std::size_t>(bytes, counter_max));
+}
+}  // namespace
+
 void statistics_adaptor::atomic_counter::add(std::int64_t amount) noexcept {
-  std::int64_t const now = current.fetch_add(amount, std::memory_order_relaxed) + amount;
-  total.fetch_add(amount, std::memory_order_relaxed);
+  std::int64_t const was = current.fetch_add(amount, std::memory_order_relaxed);
+  std::int64_t const now = was > counter_max - amount ? counter_max : was + amount;
+  // The total only grows (over a pool, churn of 1 GiB blocks at millions per second passes 2^63
+  // bytes within the hour): it saturates instead of wrapping negative (atomic addition wraps).
+  std::int64_t const before = total.fetch_add(amount, std::memory_order_relaxed);
+  if (before > counter_max - amount) total.store(counter_max, std::memory_order_relaxed);
   std::int64_t seen = peak.load(std::memory_order_relaxed);
   while (now > seen && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
   }
@@ -38,7 +53,7 @@ void statistics_adaptor::reset_peaks_and_totals() noexcept {
 void* statistics_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
   void* p = upstream_->allocate(bytes, stream);
   if (p != nullptr) {
-    bytes_.add(static_cast<std::int64_t>(bytes));
+    bytes_.add(amount_of(bytes));
     allocations_.add(1);
   }
   return p;
@@ -48,7 +63,7 @@ void statistics_adaptor::do_deallocate(void* ptr, std::size_t bytes,
                                        stream_handle stream) noexcept {
   if (ptr == nullptr) return;
   upstream_->deallocate(ptr, bytes, stream);
-  bytes_.subtract(static_cast<std::int64_t>(bytes));
+  bytes_.subtract(amount_of(bytes));
   allocations_.subtract(1);
 }
 

@@ -1,5 +1,6 @@
 #include "resource_support.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -36,7 +37,7 @@ std::size_t tracking_adaptor::outstanding_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t total = 0;
   for (auto const& entry : live_)
-    total += entry.second.bytes;
+    total = saturating_add(total, entry.second.bytes);
   return total;
 }
 
@@ -161,6 +162,21 @@ std::unique_ptr<tracking_adaptor> make_debug_adaptor_if_enabled(memory_resource&
                                                                 tracking_options options) {
   if (!debug_memory_enabled()) return nullptr;
   return std::make_unique<tracking_adaptor>(resource, options);
+}
+
+std::shared_ptr<tracking_adaptor> make_shared_tracking_adaptor(
+    std::shared_ptr<memory_resource> upstream, tracking_options options) {
+  GPUMEM_EXPECTS(upstream != nullptr,
+                 "make_shared_tracking_adaptor: the upstream must not be null");
+  // One allocation holds both; the adaptor is declared last, so it is destroyed first.
+  struct shared_stack {
+    shared_stack(std::shared_ptr<memory_resource> u, tracking_options o)
+        : upstream(std::move(u)), adaptor(*upstream, o) {}
+    std::shared_ptr<memory_resource> upstream;
+    tracking_adaptor adaptor;
+  };
+  auto stack = std::make_shared<shared_stack>(std::move(upstream), options);
+  return std::shared_ptr<tracking_adaptor>(stack, &stack->adaptor);
 }
 
 }  // namespace gpumem

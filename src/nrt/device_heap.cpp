@@ -113,7 +113,10 @@ void device_heap::build(heap_options const& options) {
                      std::to_string(slab));
   GPUMEM_EXPECTS(options.shards <= 4096,
                  "device_heap: shards must be at most 4096, got " + std::to_string(options.shards));
-  std::size_t slabs = bytes_ / slab;
+  // At most no_slab - 1 slabs (the slot word's index has 32 bits): a larger region serves that
+  // many. With slabs < 2^32 of at most 64 MiB and at most 4096 shards, no term of plan() comes
+  // near SIZE_MAX.
+  std::size_t slabs = std::min<std::size_t>(bytes_ / slab, detail::no_slab - 1);
   unsigned shards = options.shards;
   if (shards == 0) {
     // Each shard may hold one slab per class; keep that under an eighth of the heap.

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace gpumem {
@@ -45,6 +46,28 @@ TEST(array_layout, bad_shape_and_strides_name_the_value) {
       "exceed the address space");
   expect_logic_error([] { array_layout::strided({2, 3}, {12, 6}, 4); }, "strides[1] = 6");
   expect_logic_error([] { array_layout::strided({2, 3}, {12}, 4); }, "1 strides for shape (2, 3)");
+}
+
+// Steps and strides at the ends of ptrdiff_t: a step as long as the dimension or longer takes one
+// element (the count used to be computed as length + step - 1, which wraps), and PTRDIFF_MIN,
+// which has no magnitude, is refused by value.
+TEST(array_layout, huge_steps_and_strides_neither_wrap_nor_overflow) {
+  constexpr std::ptrdiff_t most = std::numeric_limits<std::ptrdiff_t>::max();
+  constexpr std::ptrdiff_t least = std::numeric_limits<std::ptrdiff_t>::min();
+  auto l = array_layout::contiguous({10, 4}, 8);
+  auto forward = l.sliced({slice{3, 10, most}});
+  EXPECT_EQ(forward.layout.shape[0], 1u);
+  EXPECT_EQ(forward.byte_offset, 3 * 32);
+  auto backward = l.sliced({slice{0, 10, -most}});
+  EXPECT_EQ(backward.layout.shape[0], 1u);
+  EXPECT_EQ(backward.byte_offset, 9 * 32);
+  auto two = l.sliced({slice{0, 10, 9}});
+  EXPECT_EQ(two.layout.shape[0], 2u);
+  EXPECT_EQ(two.layout.strides[0], 9 * 32);
+  expect_logic_error([&] { (void)l.sliced({slice{0, 10, least}}); }, "no magnitude");
+  expect_logic_error([] { array_layout::strided({2}, {least}, 8); }, "no magnitude");
+  expect_logic_error([] { array_layout::contiguous({2}, ~std::size_t{0}); },
+                     "itemsize 18446744073709551615");
 }
 
 TEST(array_layout, slices_select_the_right_elements) {

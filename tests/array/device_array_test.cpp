@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -172,6 +173,17 @@ TEST(device_array, bad_input_names_the_value) {
         device_array<int>(mem, {4, 2}, {16, 4}, 12);
       },
       "reaches bytes [12, 68)");
+  // Offsets near the top of size_t and ptrdiff_t: offset + extent used to overflow (signed) and
+  // pass the check.
+  for (std::size_t const offset :
+       {static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
+        static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) - 4, ~std::size_t{0},
+        ~std::size_t{0} - 7}) {
+    expect_logic_error([&] { device_array<int>(mem, {4}, {}, offset); },
+                       "at byte offset " + std::to_string(offset));
+    expect_logic_error([&] { device_array<int>(mem, {4}, {-4}, offset); },
+                       "outside the buffer of 64 bytes");
+  }
 }
 
 }  // namespace

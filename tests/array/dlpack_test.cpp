@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -86,6 +87,10 @@ TEST(dlpack, import_rejects_what_it_cannot_use) {
   t->dl_tensor.shape[0] = -2;
   test::expect_logic_error([&] { from_dlpack<float>(t); }, "shape[0] = -2 is negative");
   t->dl_tensor.shape[0] = 3;
+  // A byte offset that wraps the address space (it used to move the data pointer backwards).
+  t->dl_tensor.byte_offset = ~std::uint64_t{0} - 3;
+  test::expect_logic_error([&] { from_dlpack<float>(t); }, "wraps the address space");
+  t->dl_tensor.byte_offset = 0;
   EXPECT_EQ(d.use_count(), 2) << "a failed import must leave the tensor with the caller";
   auto ok = from_dlpack<float>(t);
   EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <string>
 #include <vector>
 
 namespace gpumem {
@@ -99,6 +100,16 @@ TEST(pin_scope, several_spans_and_empty_ones) {
   std::vector<int> none;
   auto pin = pinned(host_span<int>(a), host_span<int>(b), host_span<int>(none));
   EXPECT_EQ(pin.count(), 2u);
+}
+
+// A span whose byte size would wrap describes no memory: refused by value, before pinned() could
+// pin a wrapped (small) range.
+TEST(pin_scope, a_span_whose_bytes_would_wrap_is_refused) {
+  int one = 0;
+  std::size_t const count = ~std::size_t{0} / sizeof(int);
+  test::expect_logic_error([&] { (void)host_span<int>(&one, count); },
+                           std::to_string(count) + " elements");
+  EXPECT_EQ(host_span<int>(&one, 1).size_bytes(), sizeof(int));
 }
 
 TEST(mapped_scope, gives_a_mapped_array_and_can_be_reentered) {

@@ -66,5 +66,18 @@ TEST(shared_memory_carver, overflow_fails_without_trapping) {
   EXPECT_EQ(huge.size(), 0u);
 }
 
+// A planning carver (no capacity) whose pieces reach the top of size_t: aligning the next offset
+// would wrap to 0 and hand out a piece that aliases the first one.
+TEST(shared_memory_carver, alignment_near_size_max_fails_instead_of_wrapping) {
+  shared_memory_carver plan;
+  auto bytes = plan.take<unsigned char>(~std::size_t{0} - 1);
+  EXPECT_EQ(bytes.size(), ~std::size_t{0} - 1);
+  EXPECT_FALSE(plan.failed());
+  auto next = plan.take<int>(1);
+  EXPECT_EQ(next.size(), 0u);
+  EXPECT_TRUE(plan.failed());
+  EXPECT_EQ(plan.bytes(), ~std::size_t{0} - 1) << "a failed piece must not move the end";
+}
+
 }  // namespace
 }  // namespace gpumem

@@ -122,6 +122,30 @@ TEST(cuda_memory, out_of_memory_of_the_device_in_use) {
   EXPECT_NE(after.get(), nullptr);
 }
 
+// Sizes whose round-up (to 256 bytes, a page, CUDA's 2 MiB granularity) would wrap, and 2^63:
+// every allocation call of the primitive layer refuses them as out_of_memory naming the size
+// (the host backend's pinned allocation used to round SIZE_MAX to 0 and return a block).
+TEST(cuda_memory, sizes_that_would_wrap_are_out_of_memory_on_every_allocation_call) {
+  auto& b = backend();
+  std::size_t const top = ~std::size_t{0};
+  for (std::size_t const bytes :
+       {top, top - 1, top - 255, top - 4095, top - 4096, top - 2 * MiB, std::size_t{1} << 63}) {
+    for (int call = 0; call < 4; ++call) {
+      try {
+        void* p = call == 0   ? b.allocate(bytes)
+                  : call == 1 ? b.allocate_async(bytes, nullptr)
+                  : call == 2 ? b.allocate_managed(bytes, true)
+                              : b.allocate_pinned(bytes, {});
+        ADD_FAILURE() << "call " << call << " allocated " << bytes << " bytes at " << p;
+      } catch (gpumem::out_of_memory const& e) {
+        EXPECT_EQ(e.requested_bytes(), bytes) << "call " << call << ": " << e.what();
+      }
+    }
+  }
+  // A simulated device too large to map is refused when it is made, not rounded to a page.
+  EXPECT_THROW((void)gpumem::make_host_backend({top - 1}), gpumem::cuda_error);
+}
+
 TEST(cuda_memory, memory_info_sees_an_allocation) {
   auto& b = backend();
   gpumem::memory_info const before = b.get_memory_info();

@@ -262,6 +262,23 @@ TEST(cuda_vmm, a_chunk_larger_than_the_device_is_out_of_memory) {
   EXPECT_NE(vmm.create(g), physical_handle::none);
 }
 
+// A range of addresses whose over-reservation would wrap (the host backend reserves one granule
+// more to align it) is out of memory, as the driver reports a range it cannot find.
+TEST(cuda_vmm, a_range_that_would_wrap_is_out_of_memory) {
+  auto& b = backend();
+  GPUMEM_SKIP_UNLESS_VMM(b);
+  std::size_t const g = b.vmm_granularity();
+  for (std::size_t const bytes : {~std::size_t{0} / g * g, (std::size_t{1} << 63)}) {
+    try {
+      void* base = b.reserve_address_range(bytes);
+      b.release_address_range(base, bytes);
+      ADD_FAILURE() << "reserved " << bytes << " bytes of addresses";
+    } catch (gpumem::out_of_memory const& e) {
+      EXPECT_EQ(e.requested_bytes(), bytes) << e.what();
+    }
+  }
+}
+
 TEST(cuda_vmm, sizes_must_be_non_zero_multiples_of_the_granularity) {
   auto& b = backend();
   GPUMEM_SKIP_UNLESS_VMM(b);

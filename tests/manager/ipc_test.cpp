@@ -167,5 +167,19 @@ TEST(ipc, malformed_bytes_are_a_logic_error) {
   EXPECT_THROW((void)ipc_handle::deserialize(std::vector<std::uint8_t>{}), logic_error);
 }
 
+// An offset and size that together pass SIZE_MAX name no range: refused when read, and when a
+// handle made with them is opened (the mapping's size used to wrap to a small number).
+TEST(ipc, an_offset_and_size_that_wrap_are_a_logic_error) {
+  std::size_t const top = ~std::size_t{0};
+  ipc_handle handle(memory_pointer(), ipc_memory_handle{}, top - 100, 4096, device_identity{}, 1);
+  try {
+    (void)ipc_handle::deserialize(handle.serialize());
+    ADD_FAILURE() << "deserialised a handle whose range wraps";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("offset 4096"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)handle.open(get_context(0)), logic_error);
+}
+
 }  // namespace
 }  // namespace gpumem

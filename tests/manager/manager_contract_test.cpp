@@ -1,22 +1,30 @@
 // The contract every memory manager keeps: one typed suite, instantiated for the default manager,
-// a plugin built on host_only_memory_manager, and resource_memory_manager over a trivial resource.
-// A new manager is a fixture struct plus one line in `manager_types`.
+// a plugin built on host_only_memory_manager, resource_memory_manager over a trivial resource and
+// the built-ins (host_only, pool, async). A new manager is a fixture struct plus one line in
+// `manager_types`.
+#include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/memory_resource.hpp>
+#include <gpumem/mr/tracking_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "test_plugin_manager.hpp"
@@ -49,6 +57,7 @@ struct default_manager_fixture {
   }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct plugin_manager_fixture {
@@ -57,6 +66,7 @@ struct plugin_manager_fixture {
   }
   static constexpr bool has_memory_info = false;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct resource_manager_fixture {
@@ -67,12 +77,14 @@ struct resource_manager_fixture {
   }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 struct builtin_host_only_fixture {
   static memory_manager_factory factory() { return load_memory_manager("host_only"); }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 template <class Fixture>
@@ -101,6 +113,8 @@ struct builtin_pool_fixture {
   static memory_manager_factory factory() { return load_memory_manager("pool"); }
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
+  // Freed blocks stay in the pool, so they can be read back on either backend.
+  static constexpr bool keeps_freed_memory = true;
 };
 
 struct builtin_async_fixture {
@@ -108,6 +122,7 @@ struct builtin_async_fixture {
   static constexpr bool has_memory_info = true;
   // CUDA's legacy IPC cannot export memory of a stream-ordered pool.
   static constexpr bool supports_ipc = false;
+  static constexpr bool keeps_freed_memory = false;
 };
 
 using manager_types =
@@ -286,6 +301,104 @@ TYPED_TEST(manager_contract, ipc_handle_of_a_view_records_its_offset) {
   EXPECT_EQ(h.source(), backend().identity(0));
   EXPECT_EQ(p.use_count(), 3) << "the handle keeps the exported memory alive";
   EXPECT_THROW((void)h.open(this->ctx), logic_error) << "opening in the exporting process";
+}
+
+// Sizes no manager can serve: SIZE_MAX, sizes whose rounding to 256 bytes, pages or 2 MiB would
+// wrap, and those at and past 2^63 (see the resource contract suite).
+std::vector<std::size_t> sizes_that_wrap() {
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  constexpr std::size_t half = std::size_t{1} << 63;
+  return {top, top - 1, top - 255, top - 256, top - 4096, top - 2 * MiB, half, half + 1};
+}
+
+// Runs `call`, which must throw out_of_memory naming exactly `bytes`.
+template <class Call>
+void expect_out_of_memory(Call&& call, std::size_t bytes, char const* what) {
+  try {
+    call();
+    ADD_FAILURE() << what << "(" << bytes << ") returned memory";
+  } catch (out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), bytes) << what << ": " << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos)
+        << what << ": " << e.what();
+  }
+}
+
+TYPED_TEST(manager_contract, sizes_that_would_wrap_are_out_of_memory_naming_the_request) {
+  std::vector<std::size_t> sizes = sizes_that_wrap();
+  for (std::size_t const bytes : sizes) {
+    expect_out_of_memory([&] { (void)this->manager().memalloc(bytes); }, bytes, "memalloc");
+    expect_out_of_memory([&] { (void)this->manager().memhostalloc(bytes, host_alloc_flags{}); },
+                         bytes, "memhostalloc");
+    expect_out_of_memory([&] { (void)this->manager().memallocmanaged(bytes, true); }, bytes,
+                         "memallocmanaged");
+  }
+  // Below max_allocation_bytes, past the largest device: the managers' own recovery (flush, hook,
+  // retry) runs and the error still names the request, not a rounded block.
+  for (std::size_t const bytes : {max_allocation_bytes, (std::size_t{1} << 62) + 1}) {
+    expect_out_of_memory([&] { (void)this->manager().memalloc(bytes); }, bytes, "memalloc");
+    expect_out_of_memory([&] { (void)this->manager().memallocmanaged(bytes, false); }, bytes,
+                         "memallocmanaged");
+  }
+  // A range to pin that wraps the address space is no range at all: a broken precondition.
+  std::vector<char> page(4096);
+  EXPECT_THROW((void)this->manager().mempin(nullptr, page.data(), sizes.front(), false),
+               logic_error);
+  // Nothing was lost on the way.
+  memory_pointer p = this->manager().memalloc(4096);
+  this->expect_round_trip(p.device_pointer(), 4096, 5);
+}
+
+// GPUMEM_DEBUG_MEMORY=1 for the life of a scope, through the environment table (as a user sets it
+// before making contexts).
+class debug_memory_on {
+ public:
+  debug_memory_on() {
+    ::setenv("GPUMEM_DEBUG_MEMORY", "1", 1);
+    reload_environment();
+  }
+  ~debug_memory_on() {
+    ::unsetenv("GPUMEM_DEBUG_MEMORY");
+    reload_environment();
+  }
+  debug_memory_on(debug_memory_on const&) = delete;
+  debug_memory_on& operator=(debug_memory_on const&) = delete;
+};
+
+TYPED_TEST(manager_contract, debug_memory_tracks_poisons_and_catches_double_frees) {
+  EXPECT_EQ(debug_tracker(this->manager()), nullptr) << "made without GPUMEM_DEBUG_MEMORY";
+  std::unique_ptr<memory_manager> debugged;
+  {
+    debug_memory_on on;
+    debugged = TypeParam::factory()(this->ctx);
+  }
+  debugged->initialize();
+  tracking_adaptor* const tracker = debug_tracker(*debugged);
+  ASSERT_NE(tracker, nullptr) << debugged->name() << " does not allocate through the debug adaptor";
+  constexpr std::size_t bytes = 4096;
+  void* freed = nullptr;
+  {
+    memory_pointer p = debugged->memalloc(bytes);
+    freed = p.device_pointer();
+    EXPECT_EQ(tracker->outstanding_bytes(), bytes);
+    this->expect_round_trip(freed, bytes, 9);
+  }
+  debugged->reset();  // a free the manager defers happens now
+  backend().synchronize();
+  EXPECT_EQ(tracker->outstanding_bytes(), 0u) << "the free did not go through the debug adaptor";
+  // Poisoned before it went back: readable afterwards where the memory stays mapped (always in the
+  // host backend's arena; in the pool on the GPU).
+  if (backend().kind() == backend_kind::host || TypeParam::keeps_freed_memory) {
+    std::vector<std::uint8_t> seen(bytes);
+    backend().copy(seen.data(), freed, bytes);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), std::uint8_t{0xDB}),
+              static_cast<std::ptrdiff_t>(bytes))
+        << "freed memory was not poisoned";
+  }
+  // Freeing the block again is caught, counted and not passed on to the allocator.
+  tracker->deallocate(freed, bytes, nullptr);
+  EXPECT_EQ(tracker->double_frees(), 1u);
+  EXPECT_EQ(tracker->outstanding_bytes(), 0u);
 }
 
 }  // namespace

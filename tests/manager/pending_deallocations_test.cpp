@@ -43,6 +43,31 @@ TEST(pending_deallocations, bytes_equal_to_the_limit_wait_one_more_byte_flushes)
   EXPECT_EQ(queue.bytes(), 0u);
 }
 
+// The byte limit from NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO: Numba's int(total * ratio), and no
+// undefined conversion where total * ratio rounds to 2^64 (a device of SIZE_MAX bytes, ratio 1).
+TEST(pending_deallocations, the_ratio_limit_is_exact_and_saturates_at_the_top) {
+  EXPECT_EQ(pending_deallocations::max_bytes_for(1000, 0.2), 200u);
+  EXPECT_EQ(pending_deallocations::max_bytes_for(std::size_t{4} << 30, 0.2),
+            static_cast<std::size_t>(0.2 * static_cast<double>(std::size_t{4} << 30)));
+  EXPECT_EQ(pending_deallocations::max_bytes_for(1000, 0.0), 0u);
+  EXPECT_EQ(pending_deallocations::max_bytes_for(~std::size_t{0}, 1.0), ~std::size_t{0});
+  EXPECT_EQ(pending_deallocations::max_bytes_for(~std::size_t{0} - 1000, 1.0), ~std::size_t{0});
+  EXPECT_EQ(pending_deallocations::max_bytes_for(std::size_t{1} << 63, 1.0), std::size_t{1} << 63);
+}
+
+// Byte counts that would wrap the queue's sum saturate: the queue still flushes (over its byte
+// limit) instead of seeing a small sum and holding everything.
+TEST(pending_deallocations, queued_bytes_saturate_instead_of_wrapping) {
+  pending_deallocations queue(100, ~std::size_t{0} - 1);
+  int released = 0;
+  queue.enqueue([&released] { ++released; }, ~std::size_t{0} - 1);
+  EXPECT_EQ(released, 0) << "equal to the limit: no flush yet";
+  queue.enqueue([&released] { ++released; }, 2);
+  EXPECT_EQ(released, 2) << "the sum passed the limit; a wrapped sum (0) would not have flushed";
+  EXPECT_EQ(queue.bytes(), 0u);
+  queue.check_invariants();
+}
+
 TEST(pending_deallocations, nothing_is_released_while_deferred_and_guards_nest) {
   pending_deallocations queue(2, 1u << 30);
   int released = 0;

@@ -1,6 +1,7 @@
 // A memory-manager plugin as a plugin author would write it: built on host_only_memory_manager
-// with the IPC mixin, device memory straight from the backend, freed at once. Used by the
-// contract suite (compiled in) and by the plugin shared library (test_plugin.cpp).
+// with the IPC mixin, device memory straight from the backend (allocate_device, so that
+// GPUMEM_DEBUG_MEMORY covers it too), freed at once. Used by the contract suite (compiled in) and
+// by the plugin shared library (test_plugin.cpp).
 #pragma once
 
 #include <gpumem/core/error.hpp>
@@ -23,10 +24,10 @@ class test_plugin_manager : public ipc_mixin<host_only_memory_manager> {
 
   memory_pointer memalloc(std::size_t bytes) override {
     if (bytes == 0) return memory_pointer(owning_context(), nullptr, 0);
-    void* ptr = backend().allocate(bytes);
+    void* ptr = allocate_device(bytes);
     live().fetch_add(1);
-    return memory_pointer(owning_context(), ptr, bytes, [ptr] {
-      backend().deallocate(ptr);
+    return memory_pointer(owning_context(), ptr, bytes, [release = device_release(ptr, bytes)] {
+      release();
       live().fetch_sub(1);
     });
   }

@@ -5,11 +5,48 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace gpumem {
 namespace {
+
+// Hands out one fake address for any size and takes it back: counts without memory, so that
+// counters can be driven to the top of their range.
+class address_only_resource final : public memory_resource {
+ public:
+  std::string name() const override { return "address_only_resource"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override {
+    return bytes == 0 ? nullptr : reinterpret_cast<void*>(std::uintptr_t{4096});
+  }
+  void do_deallocate(void*, std::size_t, stream_handle) noexcept override {}
+};
+
+// The total passes INT64_MAX after enough churn of large blocks: it saturates, and a size above
+// INT64_MAX is counted as INT64_MAX, never as a negative amount.
+TEST(statistics_adaptor, totals_saturate_and_huge_sizes_never_count_negative) {
+  address_only_resource upstream;
+  statistics_adaptor stats(upstream);
+  constexpr std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  std::size_t const block = std::size_t{1} << 62;
+  for (int i = 0; i < 3; ++i) {
+    void* p = stats.allocate(block, nullptr);
+    stats.deallocate(p, block, nullptr);
+  }
+  EXPECT_EQ(stats.bytes().total, top) << "3 x 2^62 bytes: the total must stop at INT64_MAX";
+  EXPECT_EQ(stats.bytes().current, 0);
+  stats.reset_peaks_and_totals();
+  void* huge = stats.allocate(~std::size_t{0}, nullptr);
+  EXPECT_EQ(stats.bytes().current, top);
+  EXPECT_EQ(stats.bytes().total, top);
+  stats.deallocate(huge, ~std::size_t{0}, nullptr);
+  EXPECT_EQ(stats.bytes().current, 0);
+}
 
 TEST(statistics_adaptor, counts_are_exact) {
   cuda_resource upstream;

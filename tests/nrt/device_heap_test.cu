@@ -5,6 +5,7 @@
 #include "nrt_support.hpp"
 
 #include <gpumem/core/atomic.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/launch.hpp>
@@ -306,6 +307,67 @@ TEST(device_heap, the_public_device_api_allocates_frees_and_reports_exhaustion) 
     FAIL() << "check() should report the request larger than the heap";
   } catch (gpumem::out_of_memory const& ex) {
     EXPECT_EQ(ex.requested_bytes(), too_large);
+  }
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
+}
+
+// Sizes no heap can serve: SIZE_MAX and those whose round-up to whole slabs would wrap, 2^63 and
+// past it, and 2^62 + 1. Thread 0 holds a small and a large live block, asks for each, and checks
+// that the live blocks kept their contents; every answer must be null (a wrapped size used to
+// become a run of 0 slabs, "found" on a free slab and handed out).
+struct wrapping_sizes_kernel {
+  nrt::heap_ref heap;
+  unsigned long long* out;  // [0] non-null answers, [1] live blocks overwritten, [2] first size
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    std::size_t const top = ~std::size_t{0};
+    std::size_t const slab = std::size_t{1} << heap.slab_shift;
+    std::size_t const half = std::size_t{1} << 63;
+    std::size_t const sizes[] = {top,
+                                 top - 1,
+                                 top - 15,
+                                 top - (slab - 1),
+                                 top - slab,
+                                 half,
+                                 half + 1,
+                                 gpumem::max_allocation_bytes,
+                                 (std::size_t{1} << 62) + 1};
+    auto* const small = static_cast<unsigned char*>(nrt::allocate(heap, 48));
+    auto* const large = static_cast<unsigned char*>(nrt::allocate(heap, slab + 1));
+    if (small == nullptr || large == nullptr) {
+      out[1] = 1000;
+      return;
+    }
+    fill_block(small, 48, 7);
+    fill_block(large, slab + 1, 9);
+    out[2] = sizes[0];
+    for (std::size_t const bytes : sizes) {
+      void* const p = nrt::allocate(heap, bytes);
+      if (p != nullptr) out[0] += 1;  // not freed: it may overlap the live blocks
+    }
+    if (!block_holds(small, 48, 7) || !block_holds(large, slab + 1, 9)) out[1] = 1;
+    nrt::deallocate(heap, small);
+    nrt::deallocate(heap, large);
+  }
+};
+
+TEST(device_heap, sizes_that_would_wrap_give_null_and_report_out_of_memory) {
+  nrt::heap_options options;
+  options.bytes = 4 * gpumem::MiB;
+  options.slab_bytes = 64 * gpumem::KiB;
+  nrt::device_heap heap(options);
+  device_array<unsigned long long> out(3);
+  gpumem::launch({1, 1}, wrapping_sizes_kernel{heap.handle(), out.data()});
+  std::vector<unsigned long long> const r = out.to_host();
+  EXPECT_EQ(r[0], 0u) << "a size that cannot be served was given memory";
+  EXPECT_EQ(r[1], 0u) << "a live block was overwritten (or could not be made)";
+  try {
+    heap.check();
+    FAIL() << "check() should report the failed requests";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), r[2]) << e.what();
+    EXPECT_NE(std::string(e.what()).find("9 device allocation(s) returned null"), std::string::npos)
+        << e.what();
   }
   heap.trim();
   EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";

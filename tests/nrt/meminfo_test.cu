@@ -260,6 +260,47 @@ TEST_F(nrt_test, alloc_aligned_honours_the_alignment) {
   EXPECT_EQ(bad.to_host()[0], 1u) << "a non-power-of-two alignment must give null";
 }
 
+// The NRT entry points with sizes that cannot be served: NRT_Allocate near SIZE_MAX, and
+// NRT_MemInfo_alloc_aligned where the header, the alignment slack (up to 4095 bytes) and the size
+// together pass SIZE_MAX. Every answer must be null (the sum used to wrap to a small block whose
+// meminfo claimed SIZE_MAX bytes).
+struct wrapping_sizes_kernel {
+  unsigned long long* out;  // [0] non-null answers, [1] calls made
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    std::size_t const top = ~std::size_t{0};
+    std::size_t const half = std::size_t{1} << 63;
+    std::size_t const sizes[] = {top, top - 1, top - 40, top - 255, top - 4096, half, half + 1};
+    for (std::size_t const bytes : sizes) {
+      void* const p = NRT_Allocate(bytes);
+      out[0] += p != nullptr ? 1 : 0;
+      out[1] += 1;
+      for (unsigned align = 1; align <= 4096; align <<= 1) {
+        NRT_MemInfo* const mi = NRT_MemInfo_alloc_aligned(bytes, align);
+        out[0] += mi != nullptr ? 1 : 0;
+        out[1] += 1;
+      }
+    }
+  }
+};
+
+TEST_F(nrt_test, sizes_that_would_wrap_give_null_and_check_reports_out_of_memory) {
+  device_array<unsigned long long> out(2);
+  gpumem::nrt::launch(ms(), {1, 1}, wrapping_sizes_kernel{out.data()});
+  std::vector<unsigned long long> const r = out.to_host();
+  EXPECT_EQ(r[0], 0u) << "a size that cannot be served was given memory";
+  try {
+    ms().check();
+    FAIL() << "check() should report the failed requests";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), ~std::size_t{0}) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(r[1]) + " device allocation(s)"),
+              std::string::npos)
+        << e.what();
+  }
+  gpumem::nrt::memsys_statistics const s = ms().statistics();
+  EXPECT_EQ(s.alloc + s.mi_alloc, 0u) << "a failed request was counted as an allocation";
+}
+
 struct alloc_free_kernel {
   unsigned n;
   GPUMEM_HD void operator()(gpumem::thread_index const& t) const {

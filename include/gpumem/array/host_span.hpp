@@ -6,8 +6,12 @@
 // its stream has passed it).
 #pragma once
 
+#include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/error.hpp>
+
 #include <array>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -17,7 +21,13 @@ template <class T>
 class host_span {
  public:
   host_span() = default;
-  host_span(T* data, std::size_t size) : data_(data), size_(size) {}
+  // `size` elements at `data`; a size whose bytes would pass max_allocation_bytes describes no
+  // memory that can exist (gpumem::logic_error naming it), so size_bytes() never wraps.
+  host_span(T* data, std::size_t size) : data_(data), size_(size) {
+    GPUMEM_EXPECTS(size <= max_allocation_bytes / sizeof(T),
+                   "host_span: " + std::to_string(size) + " elements of " +
+                       std::to_string(sizeof(T)) + " bytes exceed the address space");
+  }
   template <class A, class U = std::remove_const_t<T>>
   host_span(std::vector<U, A>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit
   template <class A, class U = std::remove_const_t<T>,

@@ -27,6 +27,7 @@
 
 #include <gpumem/array/array_layout.hpp>
 #include <gpumem/array/array_view.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
 
 #include <cstddef>
@@ -55,12 +56,14 @@ class shared_memory_carver {
   GPUMEM_HD shared_memory_carver(void* base, std::size_t capacity)
       : base_(static_cast<unsigned char*>(base)), capacity_(capacity) {}
 
-  // The byte offset where the next piece of `count` T would start.
+  // The byte offset where the next piece of `count` T would start; `unlimited` when even that
+  // would pass SIZE_MAX (a planning carver asked for absurd counts): no piece fits there.
   template <class T>
   GPUMEM_HD std::size_t next_offset() const {
     static_assert(alignof(T) <= shared_memory_alignment,
                   "shared_memory_carver: the element type needs more than 16-byte alignment");
-    return (used_ + alignof(T) - 1) / alignof(T) * alignof(T);
+    std::size_t offset = 0;
+    return round_up_checked(used_, alignof(T), offset) ? offset : unlimited;
   }
 
   // A one-dimensional view of `count` T, disjoint from every other piece of this carver. For a
@@ -68,7 +71,7 @@ class shared_memory_carver {
   template <class T>
   GPUMEM_HD array_view<T> take(std::size_t count) {
     std::size_t const offset = next_offset<T>();
-    if (offset > capacity_ || count > (capacity_ - offset) / sizeof(T)) {
+    if (offset == unlimited || offset > capacity_ || count > (capacity_ - offset) / sizeof(T)) {
       failed_ = true;
       return array_view<T>(nullptr, make_layout<T>(0));
     }

@@ -7,7 +7,12 @@
 //     the pinned size counted towards the byte limit;
 //   * memallocmanaged: managed memory through the backend, freed through the same queue
 //     (override it if the plugin's allocator provides managed memory);
-//   * reset(): flushes the queue; defer_cleanup(): a guard that defers the queue.
+//   * reset(): flushes the queue; defer_cleanup(): a guard that defers the queue;
+//   * allocate_device / device_release (protected): device memory straight from the backend, for
+//     managers that take it from there (gpumem's "default" and "host_only" built-ins, plugins).
+//     With GPUMEM_DEBUG_MEMORY on when the manager was made, it goes through the debug adaptor
+//     (tracking_adaptor over cuda_resource): double and wrong-size frees are caught, freed memory
+//     is poisoned, debug_tracker() reports what is outstanding.
 // A plugin derives from it and implements memalloc, get_ipc_handle (or mixes in ipc_mixin),
 // get_memory_info, interface_version and name.
 //
@@ -15,20 +20,26 @@
 // host_only_memory_manager::reset(); an override of defer_cleanup() must hold the guard from
 // host_only_memory_manager::defer_cleanup() (cleanup_guard::chain composes them).
 //
-// Thread safety: no state of its own beyond the context's queue, which is thread safe.
+// Thread safety: no mutable state of its own beyond the context's queue and the debug adaptor,
+// both thread safe.
 #pragma once
 
 #include <gpumem/manager/memory_manager.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 
 namespace gpumem {
 
+class tracking_adaptor;
+
 class host_only_memory_manager : public memory_manager {
  public:
-  using memory_manager::memory_manager;
+  // Reads GPUMEM_DEBUG_MEMORY (no device work: see memory_manager.hpp).
+  explicit host_only_memory_manager(context& owner);
+  ~host_only_memory_manager() override;
 
   host_memory memhostalloc(std::size_t bytes, host_alloc_flags flags) override;
   host_memory mempin(std::shared_ptr<void> owner, void* ptr, std::size_t bytes,
@@ -39,11 +50,29 @@ class host_only_memory_manager : public memory_manager {
   void reset() override;
   cleanup_guard defer_cleanup() override;
 
+  // The debug adaptor this manager's device memory goes through (GPUMEM_DEBUG_MEMORY), or null.
+  // Shared with the finalizers of the pointers it handed out, so it outlives the manager.
+  virtual tracking_adaptor* debug_tracker() const noexcept { return device_debug_.get(); }
+
  protected:
+  // `bytes` (> 0) of device memory of the current device, from backend().allocate or through the
+  // debug adaptor; gpumem::out_of_memory when there is none (retrying is the caller's policy).
+  void* allocate_device(std::size_t bytes);
+  // The release of what allocate_device returned, for a finalizer (on the context's device; it
+  // shares what it needs, never `this`). Call it at most once per allocation.
+  std::function<void()> device_release(void* ptr, std::size_t bytes) const;
+
   // A finalizer that queues `release` (freeing `bytes`) on the owning context's deferred queue.
   // The queue is captured by shared ownership, so the finalizer stays valid after the context is
   // closed (it then releases at once).
   std::function<void()> deferred_release(std::function<void()> release, std::size_t bytes) const;
+
+ private:
+  std::shared_ptr<tracking_adaptor> device_debug_;  // null unless GPUMEM_DEBUG_MEMORY
 };
+
+// The debug adaptor of `manager` (host_only_memory_manager::debug_tracker()), or null: debugging
+// off, or a manager not built on host_only_memory_manager.
+tracking_adaptor* debug_tracker(memory_manager const& manager) noexcept;
 
 }  // namespace gpumem

@@ -52,6 +52,11 @@ class pending_deallocations {
 
   std::size_t size() const;
   std::size_t bytes() const;
+  // The byte limit for a device of `total` bytes and NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO `ratio`
+  // (in [0, 1]): Numba's int(total * ratio), saturating at SIZE_MAX where the product rounds to
+  // 2^64.
+  static std::size_t max_bytes_for(std::size_t total, double ratio) noexcept;
+
   std::size_t max_count() const noexcept { return max_count_; }
   std::size_t max_bytes() const noexcept { return max_bytes_; }
   bool is_deferred() const;

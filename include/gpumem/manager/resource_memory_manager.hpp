@@ -14,6 +14,8 @@
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // get_memory_info forwards the resource's (which may throw not_supported). reset() flushes the
 // host side and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources over cudaMalloc).
+// With GPUMEM_DEBUG_MEMORY on when the manager is made, the resource is wrapped in the debug
+// adaptor (tracking_adaptor): resource() and debug_tracker() are that adaptor.
 //
 // Ownership: the resource is shared with every pointer's finalizer, so it outlives all memory it
 // handed out, even after the context is closed. Thread safety: as the resource's (the manager
@@ -51,10 +53,13 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   int interface_version() const override { return memory_manager_interface_version; }
   std::string name() const override { return name_; }
 
+  // The resource memalloc allocates from (the debug adaptor over the given one when debugging).
   memory_resource& resource() const noexcept { return *resource_; }
+  tracking_adaptor* debug_tracker() const noexcept override;
 
  private:
   std::shared_ptr<memory_resource> resource_;
+  std::shared_ptr<tracking_adaptor> resource_debug_;  // null unless GPUMEM_DEBUG_MEMORY
   hooks hooks_;
   std::string name_;
 };

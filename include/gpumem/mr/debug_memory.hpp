@@ -1,8 +1,11 @@
 // gpumem/mr/debug_memory.hpp
 //
 // GPUMEM_DEBUG_MEMORY (environment_snapshot().debug_memory) switches the tracking adaptor on
-// around the resources of the memory managers (CONVENTIONS.md 9, like Arrow's
-// ARROW_DEBUG_MEMORY_POOL). The managers call one of these when they build their resource stack.
+// around the device memory of every memory manager gpumem builds (CONVENTIONS.md 9, like Arrow's
+// ARROW_DEBUG_MEMORY_POOL): resource_memory_manager (and so the "pool" and "async" managers) wraps
+// its resource, host_only_memory_manager's allocate_device (the "default" and "host_only" managers)
+// goes through a tracking adaptor over cuda_resource. The flag is read when a manager is made.
+// Code that builds a stack of its own calls one of these.
 #pragma once
 
 #include <gpumem/mr/memory_resource.hpp>
@@ -23,5 +26,10 @@ std::unique_ptr<memory_resource> wrap_for_debug_if_enabled(
 // on, null when it is off (allocate through `resource` then).
 std::unique_ptr<tracking_adaptor> make_debug_adaptor_if_enabled(memory_resource& resource,
                                                                 tracking_options options = {});
+
+// For a resource held by shared ownership (whatever the flag says): a tracking adaptor that keeps
+// `upstream` alive as long as the adaptor lives. `upstream` must not be null.
+std::shared_ptr<tracking_adaptor> make_shared_tracking_adaptor(
+    std::shared_ptr<memory_resource> upstream, tracking_options options = {});
 
 }  // namespace gpumem

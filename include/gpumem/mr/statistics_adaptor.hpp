@@ -10,7 +10,8 @@
 
 namespace gpumem {
 
-// One counter: the value now, the highest it has been, and the sum of every increase.
+// One counter: the value now, the highest it has been, and the sum of every increase (which
+// saturates at INT64_MAX rather than wrapping).
 struct resource_counter {
   std::int64_t current = 0;
   std::int64_t peak = 0;

@@ -5,14 +5,19 @@
 // statistics and error words.
 //
 // How: on the cuda backend the current memory system is a __device__ pointer of the calling
-// translation unit's module (no relocatable device code: one copy per .cu file). When it is not
-// already `ms` (remembered per translation unit and per memsys id), a one-thread kernel of this
-// translation unit sets it, on config.stream, before the grid: stream-ordered and cheap. On the
-// host backend every simulated thread sets its thread-local pointer around `f`.
+// translation unit's module (no relocatable device code: one copy per .cu file, and per device).
+// Every launched thread stores `ms`'s state into it (when it does not already hold it) before it
+// runs `f`, and then reads it in its own program order: whatever stream or device the launch goes
+// to, and whatever ran there before, the launched code sees its own memory system, with no extra
+// kernel and no host-side memory of earlier launches. On the host backend every simulated thread
+// sets its thread-local pointer around `f`.
 //
-// Consequences: kernels of one translation unit that run concurrently on different streams must
-// use the same memsys on the cuda backend (as Numba's NRT has one memsys per context). Launching
-// NRT code with plain gpumem::launch leaves it without a memory system (allocations return null).
+// Consequences: kernels of one translation unit that run concurrently (on different streams or
+// devices sharing the module's pointer) must use the same memsys on the cuda backend: two grids
+// with different memory systems would overwrite each other's pointer (as Numba's NRT has one memsys
+// per context). Launching NRT code with plain gpumem::launch leaves it with no memory system on the
+// host backend (allocations return null) and, on the cuda backend, with whatever the translation
+// unit's last nrt::launch set (perhaps a destroyed memsys): always use nrt::launch for NRT code.
 // Everything is in an unnamed namespace so that the kernels and the pointer they read belong to
 // the translation unit that includes this header.
 #pragma once
@@ -23,9 +28,6 @@
 #include <gpumem/nrt/detail/memsys_state.hpp>
 #include <gpumem/nrt/memsys.hpp>
 
-#include <atomic>
-#include <cstdint>
-
 namespace gpumem::nrt {
 namespace {
 
@@ -35,6 +37,9 @@ struct with_memsys {
   F f;
   GPUMEM_HD void operator()(thread_index const& t) const {
 #if GPUMEM_DEVICE_PASS
+    // A load first: the store (every thread of every launch with the same value) happens only
+    // when the memory system changed, so the common case costs one cached load.
+    if (detail::device_current_memsys != state) detail::device_current_memsys = state;
     f(t);
 #else
     detail::memsys_state*& current = detail::host_current_memsys();
@@ -46,31 +51,8 @@ struct with_memsys {
   }
 };
 
-struct bind_memsys {
-  detail::memsys_state* state;
-  GPUMEM_HD void operator()(thread_index const&) const {
-#if GPUMEM_DEVICE_PASS
-    detail::device_current_memsys = state;
-#endif
-  }
-};
-
-inline std::atomic<std::uint64_t>& bound_memsys_id() {
-  static std::atomic<std::uint64_t> id{0};
-  return id;
-}
-
 template <class F>
 void launch(memsys& ms, launch_config const& config, F f) {
-  if (backend().kind() == backend_kind::cuda &&
-      bound_memsys_id().load(std::memory_order_acquire) != ms.id()) {
-    launch_config one = config;
-    one.grid = 1;
-    one.block = 1;
-    one.shared_bytes = 0;
-    gpumem::launch(one, bind_memsys{ms.state()});
-    bound_memsys_id().store(ms.id(), std::memory_order_release);
-  }
   gpumem::launch(config, with_memsys<F>{ms.state(), f});
 }
 

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <gpumem/core/atomic.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/nrt/detail/memsys_state.hpp>
 #include <gpumem/nrt/detail/slab_heap.hpp>
@@ -97,12 +98,20 @@ GPUMEM_HD inline NRT_MemInfo* NRT_MemInfo_new(void* data, size_t size, NRT_dtor_
   return mi;
 }
 
-// `align` must be a power of two; otherwise (or when the heap is exhausted) null.
+// `align` must be a power of two; otherwise (or when the heap is exhausted) null. A `size` whose
+// block (header + alignment slack + size) would pass SIZE_MAX is a failed allocation of `size`
+// bytes: null, recorded for memsys::check() (out_of_memory), never a wrapped small block.
 GPUMEM_HD inline NRT_MemInfo* NRT_MemInfo_alloc_aligned(size_t size, unsigned align) {
   if (align == 0 || (align & (align - 1)) != 0) return nullptr;
   size_t const header = sizeof(NRT_MemInfo);
   size_t const extra = align > alignof(NRT_MemInfo) ? align - 1 : 0;
-  char* const block = static_cast<char*>(NRT_Allocate(header + extra + size));
+  size_t total = 0;
+  if (!gpumem::checked_add(header + extra, size, total)) {
+    gpumem::nrt::detail::memsys_state* const ms = gpumem::nrt::detail::current_memsys();
+    if (ms != nullptr) gpumem::nrt::detail::record_failure(ms->heap, size);
+    return nullptr;
+  }
+  char* const block = static_cast<char*>(NRT_Allocate(total));
   if (block == nullptr) return nullptr;
   auto const start = reinterpret_cast<std::uintptr_t>(block) + header;
   auto const aligned = (start + (align - 1)) & ~static_cast<std::uintptr_t>(align - 1);

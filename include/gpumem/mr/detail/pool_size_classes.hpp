@@ -8,7 +8,14 @@
 // Classes: 256-byte steps up to 2 KiB, then 8 classes per power of two (every class is at most
 // 12.5% larger than the request that falls into it). Sizes above the pool's cached limit are not
 // classed: they are rounded to 256 bytes and served exactly by the coalescing best fit.
+//
+// No rounding here wraps: pool_resource refuses requests above max_allocation_bytes at its entry
+// (out_of_memory), and should a larger size reach these helpers all the same, pool_round_up
+// saturates at SIZE_MAX (which no upstream serves) and pool_size_class counts units without adding
+// to the size, so a rounded size is never below the request.
 #pragma once
+
+#include <gpumem/core/checked_arithmetic.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +27,10 @@ inline constexpr unsigned pool_granularity_shift = 8;
 // Class count up to (and including) 4 GiB; pools use a prefix of it (their cached limit).
 inline constexpr unsigned pool_max_classes = 8 + 8 * 21;
 
+// `bytes` rounded up to the granularity; SIZE_MAX where that would not fit.
 constexpr std::size_t pool_round_up(std::size_t bytes) noexcept {
-  return (bytes + pool_granularity - 1) & ~(pool_granularity - 1);
+  std::size_t rounded = 0;
+  return round_up_checked(bytes, pool_granularity, rounded) ? rounded : ~std::size_t{0};
 }
 
 constexpr unsigned pool_floor_log2(std::uint64_t x) noexcept {
@@ -33,7 +42,8 @@ constexpr unsigned pool_floor_log2(std::uint64_t x) noexcept {
 
 // Class index of a request of `bytes` (> 0).
 inline unsigned pool_size_class(std::size_t bytes) noexcept {
-  std::uint64_t const units = (bytes + pool_granularity - 1) >> pool_granularity_shift;
+  std::uint64_t const units =
+      (bytes >> pool_granularity_shift) + ((bytes & (pool_granularity - 1)) != 0 ? 1 : 0);
   if (units <= 8) return units == 0 ? 0u : static_cast<unsigned>(units - 1);
   std::uint64_t const m1 = units - 1;
   unsigned const e = 63u - static_cast<unsigned>(__builtin_clzll(m1));  // >= 3

@@ -37,10 +37,12 @@
 // contention one pass can lose every race although the heap could serve it.
 //
 // Exhaustion returns null and records the failure (count, first failing size) for the host's
-// device_heap::check(). Nothing here traps or throws.
+// device_heap::check(); so does a size no heap can serve (above max_allocation_bytes, or one whose
+// round-up to whole slabs would wrap). Nothing here traps or throws.
 #pragma once
 
 #include <gpumem/core/atomic.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/cuda/warp.hpp>
 
@@ -394,9 +396,12 @@ GPUMEM_HD inline std::uint32_t claim_run(heap_ref const& h, std::uint32_t first,
 // loses every race is repeated while the slab count says the run may fit (search_again): under
 // contention a pass can fail although the heap could serve the request.
 GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
-  std::size_t const slab_bytes = std::size_t{1} << h.slab_shift;
-  std::size_t const run_size = (bytes + slab_bytes - 1) >> h.slab_shift;
-  if (run_size > h.slab_count || run_size >= (std::size_t{1} << 24)) {
+  // Rounded up to whole slabs without wrapping: a size near SIZE_MAX must not become a run of 0
+  // slabs (which would "fit" anywhere and overlap live blocks).
+  std::size_t rounded = 0;
+  bool const fits = round_up_checked(bytes, std::size_t{1} << h.slab_shift, rounded);
+  std::size_t const run_size = rounded >> h.slab_shift;
+  if (!fits || run_size > h.slab_count || run_size >= (std::size_t{1} << 24)) {
     record_failure(h, bytes);
     return nullptr;
   }
@@ -420,7 +425,13 @@ GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
   return nullptr;
 }
 
+// A block of `bytes`, or null (recorded for device_heap::check()) when the heap cannot serve it;
+// sizes above max_allocation_bytes always fail, on either kind of heap.
 GPUMEM_HD inline void* heap_allocate(heap_ref const& h, std::size_t bytes) {
+  if (bytes > max_allocation_bytes) {
+    record_failure(h, bytes);
+    return nullptr;
+  }
   if (h.kind == heap_kind::cuda_malloc) {
 #if GPUMEM_DEVICE_PASS
     void* p = malloc(bytes);
