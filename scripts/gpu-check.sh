@@ -2,8 +2,9 @@
 # The GPU check: on a CUDA machine, in one command,
 #   1. configure and build everything for sm_90 (warnings are errors),
 #   2. run every test (host-labelled and gpu-labelled; gpu tests on the cuda backend),
-#   3. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt),
-#   4. run every benchmark (bench_*),
+#   3. run every benchmark (bench_*),
+#   4. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt),
+#      last: the slowest part, so a run cut off by a time limit still has the figures;
 #   5. print a short summary table last.
 # Logs go to build/gpu-check/ and, when $OUT is set (the device tool's output folder, which takes back only
 # a few files), into one archive $OUT/gpu-check-logs.tgz plus $OUT/summary.txt. Exit status: non-zero when a
@@ -57,6 +58,15 @@ step build "$out/build.log" cmake --build "$build" -j "$jobs"
 step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure
 step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 4 --output-on-failure
 
+# Benchmarks: each prints its own table; keep them all in one log and show their tails.
+: >"$out/bench.log"
+for bench in "$build"/bench/bench_*; do
+  [ -x "$bench" ] || continue
+  name=$(basename "$bench")
+  step "$name" "$out/$name.log" env GPUMEM_DEVICE=cuda timeout 300 "$bench"
+  { echo "===== $name"; cat "$out/$name.log"; } >>"$out/bench.log"
+done
+
 # compute-sanitizer on every gpu-labelled test executable.
 tests=$(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(t["command"][0] for t in d["tests"]))')
@@ -68,15 +78,6 @@ for exe in $tests; do
     *nrt*) step "racecheck $name" "$out/racecheck-$name.log" env GPUMEM_DEVICE=cuda \
              timeout 300 compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" ;;
   esac
-done
-
-# Benchmarks: each prints its own table; keep them all in one log and show their tails.
-: >"$out/bench.log"
-for bench in "$build"/bench/bench_*; do
-  [ -x "$bench" ] || continue
-  name=$(basename "$bench")
-  step "$name" "$out/$name.log" env GPUMEM_DEVICE=cuda timeout 300 "$bench"
-  { echo "===== $name"; cat "$out/$name.log"; } >>"$out/bench.log"
 done
 
 echo

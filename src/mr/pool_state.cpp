@@ -3,6 +3,7 @@
 // Every function named *_locked runs with mutex_ held.
 #include "pool_state.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
@@ -47,7 +48,9 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
   GPUMEM_EXPECTS(options.max_cached_size <= 4 * GiB, "pool_options::max_cached_size " +
                                                          format_bytes(options.max_cached_size) +
                                                          " is above the 4 GiB limit");
-  GPUMEM_EXPECTS(options.chunk_size > 0, "pool_options::chunk_size must not be 0");
+  GPUMEM_EXPECTS(options.chunk_size > 0 && options.chunk_size <= max_allocation_bytes,
+                 "pool_options::chunk_size " + std::to_string(options.chunk_size) +
+                     " is not between 1 byte and " + format_bytes(max_allocation_bytes));
   GPUMEM_EXPECTS(options.initial_size <= options.maximum_size,
                  "pool_options::initial_size " + format_bytes(options.initial_size) +
                      " exceeds maximum_size " + format_bytes(options.maximum_size));

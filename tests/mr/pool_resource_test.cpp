@@ -251,6 +251,11 @@ TEST_F(pool_test, initial_size_and_maximum_are_respected) {
   EXPECT_THROW(pool.allocate(1 * KiB, nullptr), out_of_memory);
   pool.deallocate(p, 8 * MiB, nullptr);
   EXPECT_THROW(pool_resource(upstream, pool_options{16 * MiB, 32 * MiB, 8 * MiB}), logic_error);
+  for (std::size_t chunk : {std::size_t{0}, ~std::size_t{0}, ~std::size_t{0} / 2 + 1}) {
+    pool_options bad;
+    bad.chunk_size = chunk;  // growth steps computed from it must not wrap
+    EXPECT_THROW(pool_resource(upstream, bad), logic_error) << chunk;
+  }
 }
 
 TEST_F(pool_test, growth_gives_back_chunks_too_small_for_the_request_first) {
