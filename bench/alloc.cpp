@@ -136,8 +136,8 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         std::fprintf(
             stderr,
             "%s %s/%d threads, run %d: %llu upstream allocations (%.2f ms in the upstream, all "
-            "threads), %llu reclaims, %llu events, %llu page maps, %.4f lock acquisitions per "
-            "pair, held %zu B "
+            "threads), %llu reclaims, %llu events, %.4f lock acquisitions per pair, held %zu "
+            "B "
             "(%.2fx the sum of the traces' peaks); ms per thread min %.2f median %.2f max %.2f, "
             "wall %.2f\n",
             c.name.c_str(), spec.name.c_str(), threads, rep + 1,
@@ -145,7 +145,6 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
             (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
-            static_cast<unsigned long long>(s.page_maps - before.page_maps),
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
                 static_cast<double>(pairs),
             s.held_bytes, static_cast<double>(s.held_bytes) / static_cast<double>(peaks),

@@ -111,31 +111,7 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
     std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
     std::uintptr_t const base = it->first;
-    pool_chunk* const chunk = it->second.chunk;
-    if (chunk == vrange_chunk_) {
-      // An expandable pool's slab is backed before it leaves the free extents for good.
-      free_.take(it, slab);
-      if (back_taken_locked(base, slab, chunk, &s)) {
-        if (slab > n * size) {
-          std::lock_guard<std::mutex> arena(s.mutex);
-          std::uintptr_t const rest = base + n * size;
-          try {
-            if (add_extent(s.extents, rest, slab - n * size, s.epoch, chunk))
-              s.unfenced_bytes += slab - n * size;
-            else  // cannot be, short of corruption: keep it free rather than lose it
-              add_extent(free_, rest, slab - n * size, 0, chunk);
-          } catch (std::exception const&) {
-            try {  // no node for it in the stream's set: back to the free ones (rarely fails too)
-              add_extent(free_, rest, slab - n * size, 0, chunk);
-            } catch (std::exception const& e) {
-              log(log_level::error, name() + ": lost " + hex(rest) + ": " + e.what());
-            }
-          }
-        }
-        bin.push_run(base, n, size);
-        return n;
-      }
-    } else if (slab > n * size) {
+    if (slab > n * size) {
       // The rest goes to the stream first: that insert may fail (then the slab is just the
       // batch), the take below cannot.
       std::lock_guard<std::mutex> arena(s.mutex);
@@ -148,11 +124,9 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
         slab = n * size;
       }
     }
-    if (chunk != vrange_chunk_) {
-      free_.take(it, slab);
-      bin.push_run(base, n, size);
-      return n;
-    }
+    free_.take(it, slab);
+    bin.push_run(base, n, size);
+    return n;
   }
   bin.slots[bin.count++] = obtain(lock, size, s, /*own_tried=*/true);
   return 1;
@@ -484,8 +458,7 @@ pool_statistics pool_state::statistics() const {
   st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
   st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
   st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
-  // An expandable pool's free extents also span address space without memory: not counted.
-  st.free_bytes = free_mapped_locked();
+  st.free_bytes = free_.bytes();
   st.largest_free_block = free_.largest();
   st.events_recorded = events_recorded_;
   st.events_completed = events_completed_;
@@ -496,10 +469,6 @@ pool_statistics pool_state::statistics() const {
   st.lock_acquisitions = lock_acquisitions_;
   st.reclaims = reclaims_;
   st.streams = streams_.size();
-  if (vrange_ != nullptr) {
-    st.page_maps = vrange_->maps();
-    st.page_unmaps = vrange_->unmaps();
-  }
   return st;
 }
 

@@ -49,7 +49,7 @@ std::size_t pool_state::growth_step_locked() const noexcept {
 
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
   scoped_device const on_device(backend_, device_);  // the upstream allocates on the current one
-  if (vrange_ != nullptr && grow_range(size)) return true;
+  if (vrange_ != nullptr && grow_range(lock, size)) return true;
   std::size_t const need = pool_round_up(size);
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
   if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
@@ -139,10 +139,10 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
                                     std::vector<pool_retired_chunk>* later) {
   scoped_device const on_device(backend_, device_);
   // The range's free end, before a growth, would only be mapped again at once.
-  std::size_t released = shrink_range ? release_range_locked() : 0;
+  std::size_t released = shrink_range ? shrink_range_locked() : 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;
-    if (chunk.mapped) {  // the range: release_range_locked
+    if (chunk.mapped) {  // the range: shrink_range_locked
       ++it;
       continue;
     }

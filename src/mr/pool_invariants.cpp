@@ -157,38 +157,21 @@ void pool_state::check_invariants() const {
                    " overlaps " + to_text(r.kind) + " block " + at(r.addr));
   }
 
-  // Chunks cover what is accounted; the pool holds the upstream chunks and the range's pages.
-  std::size_t covered = 0;
-  std::size_t held = vrange_ != nullptr ? vrange_->physical_bytes() : 0;
+  std::size_t held = 0;
   for (auto const& [base, chunk] : chunks_) {
     if (chunk.base != base) fail(me, "chunk key mismatch at " + at(base));
-    covered += chunk.size;
-    if (&chunk != vrange_chunk_) held += chunk.size;
+    held += chunk.size;
   }
   if (held != held_)
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
 
-  std::size_t const accounted = free_sum + owned_total + listed_total +
+  std::size_t const accounted = free_sum + claimed_bytes_ + owned_total + listed_total +
                                 static_cast<std::size_t>(cached_total) +
                                 static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));
   if (live_total < 0) fail(me, "live bytes are negative: " + std::to_string(live_total));
-  if (accounted != covered)
-    fail(me, "chunks cover " + std::to_string(covered) +
+  if (accounted != held)
+    fail(me, "held " + std::to_string(held) +
                  " bytes but free + stream-owned + cached + live = " + std::to_string(accounted));
-  // An expandable pool's range: everything but the free extents lies on mapped pages.
-  if (vrange_chunk_ != nullptr) {
-    std::size_t const page = vrange_->page_size();
-    for (range const& r : ranges) {
-      if (r.kind == range_kind::free || r.addr < vrange_chunk_->base ||
-          r.addr >= vrange_chunk_->base + vrange_chunk_->size)
-        continue;
-      for (std::uintptr_t p = (r.addr - vrange_->base()) / page;
-           p <= (r.addr + r.size - 1 - vrange_->base()) / page; ++p)
-        if (!vrange_->mapped(p))
-          fail(me, std::string(to_text(r.kind)) + " block " + at(r.addr) +
-                       " lies on an unmapped page of the range");
-    }
-  }
   if (options_.track_blocks && live_tracked != static_cast<std::size_t>(live_total))
     fail(me, "tracked live blocks hold " + std::to_string(live_tracked) + " bytes, counters say " +
                  std::to_string(live_total));

@@ -67,11 +67,7 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
       device = backend_.get_memory_info().total;
     } catch (std::exception const&) {
     }
-    // Address space is cheap and holes in it cost no memory: reserve four times what the pool
-    // may hold, so that fragmentation never forces growth out of the range.
-    std::size_t const may_hold = std::min(device, options.maximum_size);
-    vrange_ = std::make_unique<pool_vrange>(
-        backend_, may_hold > std::numeric_limits<std::size_t>::max() / 4 ? may_hold : 4 * may_hold);
+    vrange_ = std::make_unique<pool_vrange>(backend_, std::min(device, options.maximum_size));
   }
   if (options.initial_size > 0) {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -351,23 +347,15 @@ void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
 }
 
 std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
-  pool_chunk* chunk = nullptr;
-  std::uintptr_t addr = 0;
-  {
-    std::lock_guard<std::mutex> arena(s.mutex);
-    auto const own = s.extents.best_fit(size);
-    auto const any = free_.best_fit(size);
-    bool const has_own = own != s.extents.extents().end();
-    bool const has_any = any != free_.extents().end();
-    if (has_own && (!has_any || own->second.size <= any->second.size))
-      return s.extents.take(own, size);
-    if (!has_any) return 0;
-    chunk = any->second.chunk;
-    addr = free_.take(any, size);
-  }
-  // Memory leaving the free extents of an expandable pool is backed (outside the stream's lock:
-  // backing may hand the stream's extents to the free ones).
-  return back_taken_locked(addr, size, chunk, &s) ? addr : 0;
+  std::lock_guard<std::mutex> arena(s.mutex);
+  auto const own = s.extents.best_fit(size);
+  auto const any = free_.best_fit(size);
+  bool const has_own = own != s.extents.extents().end();
+  bool const has_any = any != free_.extents().end();
+  if (has_own && (!has_any || own->second.size <= any->second.size))
+    return s.extents.take(own, size);
+  if (has_any) return free_.take(any, size);
+  return 0;
 }
 
 // The slow path for one block, with mutex_ held, cheapest and least disruptive first (own_tried:
@@ -497,8 +485,7 @@ bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
       if (prev->first + prev->second.size == addr && prev->second.chunk == e.chunk)
         merged += prev->second.size;
     }
-    // An expandable pool's free extents may lie on unmapped pages: a stream's may not.
-    if (merged == e.size || merged < size || e.chunk == vrange_chunk_) continue;
+    if (merged == e.size || merged < size) continue;
     // Merging with a neighbour reuses its nodes: once the erase is done the insert cannot fail.
     free_.erase(it);
     if (add_extent(s.extents, addr, e.size, s.epoch, e.chunk)) s.unfenced_bytes += e.size;

@@ -40,53 +40,41 @@ namespace gpumem::detail {
 
 class pool_state;
 
-// The virtual address range of an expandable pool (pool_options::expandable): reserved once, used
-// from its start (the pool's one chunk grows there, as address space only), and backed by
-// physical memory page by page (the backend's granularity, 2 MiB): a page is mapped when memory on
-// it leaves the free extents, and a page lying wholly inside the free extents can be unmapped and
-// its physical memory mapped elsewhere. So what the pool holds is the pages in use, not the
-// address space its blocks have ever spanned. Not thread safe: pool_state's mutex guards it.
+// The virtual address range of an expandable pool (pool_options::expandable): reserved once,
+// backed from its start by physical pieces mapped one after another, so the mapped part is always
+// one contiguous chunk. Not thread safe: pool_state guards it with vrange_mutex_.
 class pool_vrange {
  public:
-  // Reserves `capacity` bytes of address space (rounded up to the granularity).
+  // Reserves `capacity` bytes (rounded up to the backend's granularity).
   pool_vrange(device_backend& backend, std::size_t capacity);
-  ~pool_vrange();  // unmaps and releases every page, then the range
+  ~pool_vrange();  // unmaps and releases every piece, then the range
   pool_vrange(pool_vrange const&) = delete;
   pool_vrange& operator=(pool_vrange const&) = delete;
 
   std::uintptr_t base() const noexcept { return reinterpret_cast<std::uintptr_t>(base_); }
-  std::size_t capacity() const noexcept { return capacity_; }
-  std::size_t page_size() const noexcept { return page_; }
-  std::size_t pages() const noexcept { return pages_.size(); }
-  bool mapped(std::size_t page) const noexcept { return pages_[page] != physical_handle{}; }
-  std::size_t mapped_bytes() const noexcept { return mapped_ * page_; }
-  // Physical memory held: mapped pages and spare ones.
-  std::size_t physical_bytes() const noexcept { return (mapped_ + spare_.size()) * page_; }
-  std::size_t spare_bytes() const noexcept { return spare_.size() * page_; }
-  // Maps page `page` with a spare page's memory, else a new one (created_bytes() counts those).
-  // Throws gpumem::out_of_memory when the device has no memory for a new one.
-  void map(std::size_t page);
-  // Unmaps page `page` (which must be mapped); its memory becomes a spare.
-  void unmap(std::size_t page);
-  // Releases the spare pages beyond `keep` bytes; returns the bytes released.
-  std::size_t release_spares(std::size_t keep) noexcept;
-  std::uint64_t created() const noexcept { return created_; }
-  std::uint64_t released() const noexcept { return released_; }
-  std::uint64_t maps() const noexcept { return maps_; }
-  std::uint64_t unmaps() const noexcept { return unmaps_; }
+  std::size_t mapped() const noexcept { return mapped_; }
+  std::size_t room() const noexcept { return capacity_ - mapped_; }
+  std::size_t granularity() const noexcept { return granularity_; }
+  std::size_t pieces() const noexcept { return pieces_.size(); }
+  // Maps `bytes` (a multiple of the granularity, at most room()) more at the end, as one piece.
+  // Throws out_of_memory when the device has no physical memory for it.
+  void extend(std::size_t bytes);
+  // Unmaps and releases whole pieces from the end while what stays mapped is at least `keep`
+  // bytes; returns the bytes released.
+  std::size_t shrink(std::size_t keep) noexcept;
 
  private:
+  struct piece {
+    std::size_t offset;
+    std::size_t size;
+    physical_handle handle;
+  };
   device_backend& backend_;
-  std::size_t page_;
+  std::size_t granularity_;
   std::size_t capacity_;
   void* base_;
-  std::vector<physical_handle> pages_;  // null: not mapped
-  std::vector<physical_handle> spare_;
   std::size_t mapped_ = 0;
-  std::uint64_t created_ = 0;
-  std::uint64_t released_ = 0;
-  std::uint64_t maps_ = 0;
-  std::uint64_t unmaps_ = 0;
+  std::vector<piece> pieces_;
 };
 
 struct pool_fence {
@@ -375,30 +363,13 @@ class pool_state {
   // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
   // meanwhile). The pool's state may have changed when it returns.
   void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream);
-  // --- an expandable pool's range (pool_vrange.cpp) ---
-  // grow()'s expandable half: takes more of the range's address space into its chunk (as free
-  // extents: no memory yet). False when the range has no room for `size`.
-  bool grow_range(std::size_t size);
-  // Maps the range's pages under [addr, addr + size), which has just left the free extents (for
-  // stream `s`, if not null): physical memory comes from pages lying wholly in the free extents,
-  // then (when `s` is idle) from `s`'s own extents, then new. Throws gpumem::out_of_memory, or the
-  // backend's error; the caller puts the range back.
-  void back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s);
-  // Unmaps up to `want` pages lying wholly in the free extents (their memory becomes spare);
-  // returns how many.
-  std::size_t unmap_free_pages_locked(std::size_t want);
-  // Bytes of the free extents on mapped pages (all of them but an expandable pool's unmapped
-  // address space).
-  std::size_t free_mapped_locked() const noexcept {
-    return free_.bytes() -
-           (vrange_chunk_ != nullptr ? vrange_chunk_->size - vrange_->mapped_bytes() : 0);
-  }
-  // trim's part: every page lying wholly in the free extents unmapped, every spare page released.
-  std::size_t release_range_locked() noexcept;
-  // Takes [addr, addr + size) of `chunk` out of the free extents for stream `s` (done by the
-  // caller) and backs it when it is in the range; on failure puts it back and returns false.
-  bool back_taken_locked(std::uintptr_t addr, std::size_t size, pool_chunk* chunk,
-                         pool_stream* s) noexcept;
+  std::size_t shrink_range_locked() noexcept;
+  // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
+  // the range has no room for `size` or the device no memory.
+  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
+  bool grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size);
+  // The free extent at the end of the range (free_.extents().end() if the end is in use).
+  extent_map::iterator range_tail_locked() noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
 
@@ -434,10 +405,14 @@ class pool_state {
   std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
   pool_large_blocks large_blocks_;
   std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
-  // Expandable pools: the range, and its chunk in chunks_ (null until the range is first used),
-  // under mutex_ (the chunk's size changes with chunks_mutex_ held as well).
+  // Expandable pools: the range, and its chunk in chunks_ (null while nothing is mapped). Growth
+  // takes vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the
+  // range while a growth is mapping), so the two never wait for each other in opposite orders.
+  // Both are held to change the range's mapped size, so chunk size and mapping always agree.
   std::unique_ptr<pool_vrange> vrange_;
+  std::mutex vrange_mutex_;
   pool_chunk* vrange_chunk_ = nullptr;
+  std::size_t claimed_bytes_ = 0;  // the range's free end, held out of the extents by a growth
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;

@@ -52,19 +52,15 @@ struct pool_options {
   // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
   // by a host function that waits for the allocating thread).
   bool trim_before_growth = true;
-  // Take memory as pages of one reserved virtual address range (CUDA's virtual memory management)
-  // instead of chunks from the upstream: the pool is one chunk of address space (four times what it
-  // may hold), and physical memory is mapped page by page (the backend's granularity, 2 MiB) where
-  // blocks are. A page lying wholly in free memory gives its memory to the next block that needs a
-  // page once free memory passes an eighth of what the pool holds (and, past that, an idle calling
-  // stream's parked blocks are freed for it), so holes left by blocks of changing sizes cost
-  // address space, not memory: on workloads whose shapes change, the pool holds about what is in
-  // use. The price is driver calls (an unmap and a map per page moved) when the shapes change.
-  // trim() unmaps every free page. maximum_size bounds the physical memory; when the range is full,
-  // growth falls back to upstream chunks. Physical memory comes from the backend's device, not
-  // from the upstream. Blocks of an expandable pool cannot be exported with legacy CUDA IPC.
-  // Throws gpumem::not_supported at construction when the backend has no virtual memory
-  // management.
+  // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
+  // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
+  // upstream: the pool's memory stays one contiguous chunk, so a large request needs only what the
+  // free end lacks, and large blocks never fragment across chunks. The range is as large as the
+  // device (or maximum_size); physical memory comes from the backend's device, in pieces of at
+  // least chunk_size (rounded to the backend's granularity, 2 MiB), and trim() unmaps whole pieces
+  // from the free end. When the range is full, growth falls back to upstream chunks. Blocks of an
+  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
+  // construction when the backend has no virtual memory management.
   bool expandable = false;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
@@ -80,14 +76,12 @@ struct pool_statistics {
   std::size_t held_bytes = 0;  // taken from the upstream, in `chunks` chunks
   std::size_t peak_held_bytes = 0;
   std::size_t chunks = 0;
-  std::size_t live_bytes = 0;       // handed out (block sizes, after rounding)
-  std::size_t requested_bytes = 0;  // handed out, as requested
-  std::size_t free_bytes = 0;       // in the coalesced free structures (any stream may use)
-  std::size_t stream_bytes = 0;     // freed, reusable only on their stream until an event says
-  std::size_t cached_bytes = 0;     // in thread caches and per-stream class lists
-  // In the free structures; for an expandable pool, address space (its pages are mapped when a
-  // block is carved there, within maximum_size), where free_bytes counts mapped memory only.
-  std::size_t largest_free_block = 0;
+  std::size_t live_bytes = 0;          // handed out (block sizes, after rounding)
+  std::size_t requested_bytes = 0;     // handed out, as requested
+  std::size_t free_bytes = 0;          // in the coalesced free structures (any stream may use)
+  std::size_t stream_bytes = 0;        // freed, reusable only on their stream until an event says
+  std::size_t cached_bytes = 0;        // in thread caches and per-stream class lists
+  std::size_t largest_free_block = 0;  // in the free structures
   std::uint64_t allocations = 0;
   std::uint64_t deallocations = 0;
   std::uint64_t events_recorded = 0;  // fences: one event for a whole batch of frees
@@ -103,10 +97,6 @@ struct pool_statistics {
   // least half of what the pool held, at most once per growth; and every stream before
   // out-of-memory).
   std::uint64_t reclaims = 0;
-  // Expandable pools: pages mapped and unmapped (each a driver call; a page moved to where a block
-  // needs it counts once in each).
-  std::uint64_t page_maps = 0;
-  std::uint64_t page_unmaps = 0;
   // Streams the pool keeps state for (a stream seen, a per-thread default stream per thread that
   // used it and has not exited or still owns memory).
   std::size_t streams = 0;
