@@ -111,6 +111,7 @@ TEST(cuda_copy, per_thread_default_stream_carries_async_work) {
 // cudaStreamPerThread is one handle naming each thread's own stream: work one thread holds back
 // on it does not hold back another thread (also not a later thread given the first one's id).
 TEST(cuda_stream, per_thread_default_stream_is_each_threads_own) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   auto& b = backend();
   gpumem::stream_handle const s = b.per_thread_default_stream();
   stream_gate gate;
