@@ -1,6 +1,7 @@
 // pool_resource's back end, second half: batches between thread caches and the per-stream class
 // lists, the large-size path, cache lifetimes, block tracking, and the whole-pool operations
-// (trim, release_stream, statistics). The extents, fences and growth are in pool_state.cpp.
+// (trim, release_stream, statistics). The extents are in pool_state.cpp,
+// fences in pool_streams.cpp, growth in pool_growth.cpp.
 #include "pool_state.hpp"
 
 #include <gpumem/core/error.hpp>
@@ -20,12 +21,6 @@ constexpr std::size_t pool_slab_bytes = 8 * MiB;
 // A stream merges all of its class lists back, under its own lock, at most this often between two
 // growths it makes.
 constexpr std::uint64_t pool_full_drains_per_growth = 8;
-
-std::string hex(std::uintptr_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 }  // namespace
 
@@ -225,12 +220,14 @@ bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
     case pool_large_blocks::outcome::removed:
       return true;
     case pool_large_blocks::outcome::not_live:
-      log(log_level::error, name() + ": deallocate(" + hex(addr) + ", " + std::to_string(size) +
+      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
+                                std::to_string(size) +
                                 " B): not a live block of this pool (double free or foreign "
                                 "pointer); ignored");
       break;
     case pool_large_blocks::outcome::wrong_size:
-      log(log_level::error, name() + ": deallocate(" + hex(addr) + ", " + std::to_string(size) +
+      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
+                                std::to_string(size) +
                                 " B): the block was allocated with another size; ignored");
       break;
   }
@@ -310,7 +307,7 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
     s = &stream_locked(stream);
   } catch (std::exception const& e) {
     log(log_level::error,
-        name() + ": lost " + hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
+        name() + ": lost " + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
     return;
   }
   // A large block must be live (a double free on any stream is caught); a cached size freed
@@ -384,7 +381,7 @@ void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t request
   auto const [it, fresh] =
       tracked_.emplace(reinterpret_cast<std::uintptr_t>(ptr), tracked_block{size, requested});
   if (!fresh)
-    throw logic_error(name() + ": handed out " + hex(it->first) + " twice (internal error)");
+    throw logic_error(name() + ": handed out " + pool_hex(it->first) + " twice (internal error)");
 }
 
 bool pool_state::track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept {
@@ -398,8 +395,9 @@ bool pool_state::track_deallocate(void* ptr, std::size_t size, std::size_t reque
               std::to_string(requested);
   if (!problem.empty()) {
     invalid_deallocations_.fetch_add(1);
-    log(log_level::error, name() + ": deallocate(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
-                              ", " + std::to_string(requested) + "): " + problem + "; ignored");
+    log(log_level::error, name() + ": deallocate(" +
+                              pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+                              std::to_string(requested) + "): " + problem + "; ignored");
     return false;
   }
   tracked_.erase(it);

@@ -1,5 +1,6 @@
 // The back end of pool_resource: chunks from the upstream, the coalescing best fit over free
-// extents, per-stream ownership with batched fences, growth, trim and out-of-memory.
+// extents and the slow path for a block (obtain), with reclaims from other streams. Streams and
+// fences are in pool_streams.cpp, growth, trim and out-of-memory in pool_growth.cpp.
 // Every function named *_locked runs with mutex_ held.
 #include "pool_state.hpp"
 
@@ -20,12 +21,6 @@ namespace gpumem::detail {
 namespace {
 
 std::atomic<std::uint64_t> next_pool_id{1};
-
-std::string hex(std::uintptr_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // After this many misses that had to merge every cache and list back (and then found a fit), the
 // next such miss grows the pool instead: see obtain.
@@ -136,186 +131,6 @@ std::string pool_state::name() const {
   return "pool_resource over " + upstream_.name();
 }
 
-// --- streams and fences --------------------------------------------------------------------------
-
-pool_stream& pool_state::stream_locked(stream_handle handle) {
-  bool const per_thread = is_per_thread(handle);
-  auto const key = std::make_pair(handle, per_thread ? this_thread_serial() : std::uint64_t{0});
-  auto it = streams_.find(key);
-  if (it != streams_.end()) return *it->second;
-  if (per_thread) reap_retired_locked();  // threads come and go: their entries must not pile up
-  auto s = std::make_unique<pool_stream>();
-  s->handle = handle;
-  s->owner_thread = key.second;
-  s->per_thread = per_thread;
-  // A thread past its thread cache table (its thread_local destructors) has no cache to settle
-  // this stream at its exit: the entry is retired from the start (its frees are fenced at once).
-  s->retired = per_thread && pool_thread_exiting();
-  s->class_lists.resize(num_classes_);
-  s->class_used.resize(num_classes_);
-  pool_stream& added = *streams_.emplace(key, std::move(s)).first->second;
-  stream_count_.store(streams_.size(), std::memory_order_relaxed);
-  return added;
-}
-
-bool pool_state::fenceable(pool_stream const& s) const noexcept {
-  // The per-thread default stream names the caller's own stream: only its thread may record on it.
-  return !s.per_thread || s.owner_thread == this_thread_serial();
-}
-
-void pool_state::reap_retired_locked() noexcept {
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    pool_stream const& s = *it->second;
-    if (s.retired && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
-        s.class_list_bytes.load(std::memory_order_relaxed) == 0)
-      it = streams_.erase(it);
-    else
-      ++it;
-  }
-  stream_count_.store(streams_.size(), std::memory_order_relaxed);
-}
-
-event_handle pool_state::take_event_locked() {
-  if (!spare_events_.empty()) {
-    event_handle e = spare_events_.back();
-    spare_events_.pop_back();
-    return e;
-  }
-  scoped_device const on_device(backend_, device_);
-  return backend_.create_event(false);
-}
-
-// Covers the stream's extents handed back so far. Its class lists stay private to it (blocks
-// drained from them later take the then-current epoch, so a fence never covers a block that was
-// still listed when it was recorded): fencing is one event record, never a walk over the lists.
-// The record happens under the stream's lock, so no extent is handed back between the record and
-// the epoch's increment.
-void pool_state::fence_locked(pool_stream& s) {
-  if (!fenceable(s)) return;
-  std::lock_guard<std::mutex> arena(s.mutex);
-  if (s.unfenced_bytes == 0) return;
-  event_handle event = take_event_locked();
-  try {
-    backend_.record_event(event, s.handle);
-  } catch (...) {
-    spare_events_.push_back(event);
-    throw;
-  }
-  s.fences.push_back({event, s.epoch});
-  ++s.epoch;
-  s.unfenced_bytes = 0;
-  s.net_returned = 0;
-  ++events_recorded_;
-}
-
-std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
-  std::lock_guard<std::mutex> arena(s.mutex);
-  return s.epoch++;
-}
-
-void pool_state::complete_all_fences_locked(pool_stream& s, std::uint64_t upto) {
-  // Fences are recorded only under mutex_, so every fence of `s` predates the cut.
-  for (auto& fence : s.fences)
-    spare_events_.push_back(fence.event);
-  events_completed_ += s.fences.size();
-  s.fences.clear();
-  release_owner_locked(s, upto);
-}
-
-bool pool_state::complete_if_idle_locked(pool_stream& s) {
-  if (!fenceable(s)) return false;
-  std::uint64_t const upto = cut_epoch_locked(s);
-  // An idle stream has finished everything queued before every free handed back up to the cut:
-  // no event is needed for them.
-  if (!backend_.query_stream(s.handle)) return false;
-  complete_all_fences_locked(s, upto);
-  return true;
-}
-
-void pool_state::settle_locked(pool_stream& s) {
-  drain_class_lists_locked(s);
-  if (s.extents.bytes() == 0 && s.fences.empty()) return;
-  if (!fenceable(s)) return;
-  if (complete_if_idle_locked(s)) return;
-  fence_locked(s);
-}
-
-bool pool_state::poll_stream_locked(pool_stream& s) {
-  std::uint64_t completed = s.completed;
-  while (!s.fences.empty() && backend_.query_event(s.fences.front().event)) {
-    completed = s.fences.front().epoch;
-    spare_events_.push_back(s.fences.front().event);
-    s.fences.pop_front();
-    ++events_completed_;
-  }
-  if (completed == s.completed) return false;
-  std::size_t const before = free_.bytes();
-  release_owner_locked(s, completed);
-  return free_.bytes() != before;
-}
-
-bool pool_state::poll_locked() {
-  bool released = false;
-  for (auto& entry : streams_)
-    if (!entry.second->fences.empty()) released |= poll_stream_locked(*entry.second);
-  return released;
-}
-
-void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
-  std::lock_guard<std::mutex> arena(s.mutex);
-  s.completed = std::max(s.completed, std::min(upto, s.epoch));
-  auto& owned = s.extents.extents();
-  for (auto it = owned.begin(); it != owned.end();) {
-    if (it->second.epoch > upto) {
-      ++it;
-      continue;
-    }
-    try {
-      // Same chunk, so it is inside one; no overlap with free extents unless the pool is corrupt.
-      add_extent(free_, it->first, it->second.size, 0, it->second.chunk);
-    } catch (std::exception const& e) {
-      log(log_level::error, name() + ": could not free " + hex(it->first) + ": " + e.what());
-      ++it;
-      continue;
-    }
-    it = s.extents.erase(it);
-  }
-  // Unfenced bytes are among those the stream still owns.
-  s.unfenced_bytes = std::min(s.unfenced_bytes, s.extents.bytes());
-}
-
-void pool_state::drain_class_lists_locked(pool_stream& s, bool cold_only) {
-  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
-  std::lock_guard<std::mutex> arena(s.mutex);
-  drain_class_lists_held(s, cold_only);
-}
-
-void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
-  if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
-  if (cold_only) ++s.misses;
-  std::shared_lock<std::shared_mutex> chunks(chunks_mutex_);
-  for (unsigned c = 0; c < num_classes_; ++c) {
-    if (cold_only && s.class_used[c] + 1 >= s.misses) continue;
-    auto& list = s.class_lists[c];
-    std::size_t const size = pool_class_size(c);
-    while (!list.empty()) {
-      give_back_held(list.back(), size, s);
-      list.pop_back();
-      s.remove_listed(size);
-    }
-  }
-}
-
-void pool_state::give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept {
-  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
-  try {
-    // Not covered by any fence recorded before: it takes the current epoch.
-    if (add_extent(s.extents, addr, size, s.epoch, chunk_of(addr))) s.unfenced_bytes += size;
-  } catch (std::exception const& e) {
-    log(log_level::error, name() + ": could not take back " + hex(addr) + ": " + e.what());
-  }
-}
-
 // --- extents -------------------------------------------------------------------------------------
 
 pool_chunk* pool_state::chunk_of(std::uintptr_t addr) noexcept {
@@ -331,7 +146,7 @@ bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size
     case pool_extent_set::insert_result::inserted:
       return true;
     case pool_extent_set::insert_result::outside_chunk:
-      log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
+      log(log_level::error, name() + ": " + pool_hex(addr) + " (" + std::to_string(size) +
                                 " B) is not inside a chunk of this pool; ignored");
       return false;
     case pool_extent_set::insert_result::overlaps:
@@ -342,7 +157,7 @@ bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size
 }
 
 void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
-  log(log_level::error, name() + ": " + hex(addr) + " (" + std::to_string(size) +
+  log(log_level::error, name() + ": " + pool_hex(addr) + " (" + std::to_string(size) +
                             " B) overlaps free memory (double free or wrong size); ignored");
 }
 
@@ -508,28 +323,6 @@ bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
   }
   if (found) log_overlap(addr, size);
   return found;
-}
-
-void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
-  std::lock_guard<std::mutex> arena(s.mutex);
-  give_back_held(ptr, size, s);
-}
-
-void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept {
-  // With a single stream nobody waits for a fence; with several, one event per fence_bytes freed.
-  // Only this stream's fences are polled here: walking every stream on each batch is what made
-  // threads on separate streams serialise; the slow path polls them all when someone runs short.
-  if (streams_.size() < 2 || !fenceable(s)) return;
-  {
-    std::lock_guard<std::mutex> arena(s.mutex);
-    if (s.unfenced_bytes < threshold) return;
-  }
-  try {
-    fence_locked(s);
-    poll_stream_locked(s);
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": fence failed: " + e.what());
-  }
 }
 
 }  // namespace gpumem::detail

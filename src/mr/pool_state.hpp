@@ -1,7 +1,8 @@
 // Internals of pool_resource (private to src/mr/pool_*.cpp).
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
-// end (chunks, free extents, per-stream ownership and fences, pool_state.cpp). Locks:
+// end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
+// pool_batches.cpp, pool_growth.cpp, pool_vrange.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex guards that stream's arena: its class lists and its extents. A
 //     thread cache refills from and overflows to its stream's lists, and carves new blocks from
@@ -25,12 +26,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -88,6 +91,13 @@ template <class T, class D>
 inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
   counter.store(counter.load(std::memory_order_relaxed) + static_cast<T>(delta),
                 std::memory_order_relaxed);
+}
+
+// "0x7f..." for messages about an address.
+inline std::string pool_hex(std::uintptr_t value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcept {
