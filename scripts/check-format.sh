@@ -49,7 +49,7 @@ if [ "${1:-}" = "--fix" ] && [ ${#differ[@]} -gt 0 ]; then
   differ=()
 fi
 mapfile -t long < <(LC_ALL=C.UTF-8 grep -nE "^.{$((columns + 1)),}" "${files[@]}" | cut -d: -f1,2)
-# GoogleTest suites and tests are snake_case, as everything else (CONVENTIONS.md §6).
+# GoogleTest suites and tests are snake_case, as everything else.
 test_macro='\b(TEST|TEST_F|TEST_P|TYPED_TEST|TYPED_TEST_P)\(\s*'
 mapfile -t camel < <(git ls-files -z -- 'tests/*' | xargs -0 grep -nE \
   "${test_macro}[A-Za-z0-9_]*[A-Z]|${test_macro}[A-Za-z0-9_]+\s*,\s*[A-Za-z0-9_]*[A-Z]" |

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the include rule of DESIGN.md on the include graph the compiler sees:
+# Checks the include rule of docs/architecture.md on the include graph the compiler sees:
 #
 #   * a layer includes only itself and the layers before it in this order:
 #       core cuda mr manager array nrt buffer column strings frame interop python
@@ -154,7 +154,7 @@ def check(path):
         found[(number, kind)] = "%s:%d: %s: %s%s" % (path, number, what, spelled, via)
 
     if own > TOP:
-        found[(0, "layer")] = "%s:0: not a layer of DESIGN.md: %s" % (path, own_name)
+        found[(0, "layer")] = "%s:0: not a layer of docs/architecture.md: %s" % (path, own_name)
     for _, _, name, resolved in lines:  # the text of the file, every branch
         if not cuda_ok and os.path.basename(name) in CUDA_HEADERS:
             note(resolved or name, "cuda", resolved or name, [path, name])

@@ -1,4 +1,4 @@
-// The one table of environment variables (CONVENTIONS.md §8). To add a variable: add a field to
+// The one table of environment variables. To add a variable: add a field to
 // gpumem::environment, a row to `table()` and a parse step to `parse()`; docs/environment.md
 // lists the table for users.
 #include <gpumem/core/environment.hpp>

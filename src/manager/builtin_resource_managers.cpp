@@ -1,7 +1,7 @@
 // The "pool" and "async" built-in memory managers: each is a resource_memory_manager over a stack
 // of mr/ resources (which resource_memory_manager wraps in the debug adaptor when
-// GPUMEM_DEBUG_MEMORY is on). This is the "plugin in a few lines" that DESIGN.md promises, used by
-// gpumem itself.
+// GPUMEM_DEBUG_MEMORY is on). This is the "plugin in a few lines" the manager layer promises, used
+// by gpumem itself.
 #include "builtin_resource_managers.hpp"
 
 #include <gpumem/core/error.hpp>

@@ -1,4 +1,4 @@
-// Model-based stress test of pool_resource (CONVENTIONS.md §13): seeded random allocate / free /
+// Model-based stress test of pool_resource: seeded random allocate / free /
 // stream switch / stream gate / gate open ("event complete") / trim steps on three streams, with
 // check_invariants() after every step and every block filled with a pattern that is checked, in
 // stream order, when the block is freed.

@@ -1,4 +1,4 @@
-// The typed contract suite (CONVENTIONS.md 12): every resource and adaptor of mr/ is a fixture
+// The typed contract suite: every resource and adaptor of mr/ is a fixture
 // below, and every fixture runs every test, on both backends. A new resource is a fixture plus one
 // line in `contract_fixtures`.
 //
@@ -58,8 +58,7 @@ constexpr std::size_t impossible_bytes = std::size_t{1} << 50;
 
 // Sizes whose rounding (to 256 bytes, 4 KiB pages, 2 MiB chunks, a size class) or header would
 // wrap past SIZE_MAX to a small size, and those just past 2^62 and 2^63: none can be served, and
-// each must be gpumem::out_of_memory naming exactly that size, never a small block (CONVENTIONS.md
-// 16).
+// each must be gpumem::out_of_memory naming exactly that size, never a small block.
 std::vector<std::size_t> sizes_that_wrap() {
   constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
   constexpr std::size_t half = std::size_t{1} << 63;

@@ -72,7 +72,7 @@ expect "$out" '^src/mr/pool\.cpp:2: layer violation: .*includes include/gpumem/m
 expect "$out" '^src/manager/uses_cuda\.cpp:3: CUDA header outside src/cuda: .*cuda_runtime_api\.h: #include "\.\./cuda/cuda_check\.hpp" through src/cuda/cuda_check\.hpp -> '
 expect "$out" '^src/array/cuda_build\.cpp:3: layer violation: .*\(array\) includes include/gpumem/nrt/heap\.hpp \(nrt\)'
 expect "$out" '^src/array/nvcc_only\.cu:3: layer violation: .*\(array\) includes include/gpumem/nrt/heap\.hpp \(nrt\)'
-expect "$out" '^src/widgets/widget\.cpp:0: not a layer of DESIGN\.md: widgets$'
+expect "$out" '^src/widgets/widget\.cpp:0: not a layer of docs/architecture\.md: widgets$'
 expect_not "$out" 'clean\.cpp|units\.hpp:|resource\.hpp:|cuda_check\.hpp:'
 [ "$(grep -c . <<<"$out")" -eq 7 ] || {
   echo "FAIL: expected 7 lines of violations"

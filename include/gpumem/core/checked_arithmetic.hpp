@@ -1,6 +1,6 @@
 // gpumem/core/checked_arithmetic.hpp
 //
-// Size arithmetic that cannot wrap (CONVENTIONS.md 16): every round-up, `header + size` and
+// Size arithmetic that cannot wrap: every round-up, `header + size` and
 // `count * element` in gpumem goes through these, on the host and in device code (GPUMEM_HD, no
 // exceptions: each returns whether the result fits and writes it only then).
 //

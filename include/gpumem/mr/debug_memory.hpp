@@ -1,7 +1,7 @@
 // gpumem/mr/debug_memory.hpp
 //
 // GPUMEM_DEBUG_MEMORY (environment_snapshot().debug_memory) switches the tracking adaptor on
-// around the device memory of every memory manager gpumem builds (CONVENTIONS.md 9, like Arrow's
+// around the device memory of every memory manager gpumem builds (like Arrow's
 // ARROW_DEBUG_MEMORY_POOL): resource_memory_manager (and so the "pool" and "async" managers) wraps
 // its resource, host_only_memory_manager's allocate_device (the "default" and "host_only" managers)
 // goes through a tracking adaptor over cuda_resource. The flag is read when a manager is made.

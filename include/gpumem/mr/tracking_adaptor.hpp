@@ -1,6 +1,6 @@
 // gpumem/mr/tracking_adaptor.hpp
 //
-// The debug wrapper (CONVENTIONS.md 9): records the size of every live pointer, catches double
+// The debug wrapper: records the size of every live pointer, catches double
 // frees, frees of unknown pointers and wrong-size frees, poisons freed memory, and reports what is
 // still outstanding (leaks). GPUMEM_DEBUG_MEMORY=1 puts it around the memory managers' resources
 // (debug_memory.hpp).
