@@ -55,8 +55,10 @@ class pool_vrange {
   pool_vrange& operator=(pool_vrange const&) = delete;
 
   std::uintptr_t base() const noexcept { return reinterpret_cast<std::uintptr_t>(base_); }
-  std::size_t mapped() const noexcept { return mapped_; }
-  std::size_t room() const noexcept { return capacity_ - mapped_; }
+  // mapped() and room() may be read as hints without the range's lock (a growth computing its
+  // step under the pool's mutex while another maps); extend and shrink change them under it.
+  std::size_t mapped() const noexcept { return mapped_.load(std::memory_order_relaxed); }
+  std::size_t room() const noexcept { return capacity_ - mapped(); }
   std::size_t granularity() const noexcept { return granularity_; }
   std::size_t pieces() const noexcept { return pieces_.size(); }
   // Maps `bytes` (a multiple of the granularity, at most room()) more at the end, as one piece.
@@ -76,7 +78,7 @@ class pool_vrange {
   std::size_t granularity_;
   std::size_t capacity_;
   void* base_;
-  std::size_t mapped_ = 0;
+  std::atomic<std::size_t> mapped_{0};
   std::vector<piece> pieces_;
 };
 

@@ -38,18 +38,18 @@ void pool_vrange::extend(std::size_t bytes) {
   physical_handle const handle = backend_.create_physical(bytes);
   try {
     pieces_.reserve(pieces_.size() + 1);
-    backend_.map_physical(static_cast<char*>(base_) + mapped_, bytes, handle);
+    backend_.map_physical(static_cast<char*>(base_) + mapped(), bytes, handle);
   } catch (...) {
     backend_.release_physical(handle);
     throw;
   }
-  pieces_.push_back({mapped_, bytes, handle});
-  mapped_ += bytes;
+  pieces_.push_back({mapped(), bytes, handle});
+  mapped_.store(mapped() + bytes, std::memory_order_relaxed);
 }
 
 std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
   std::size_t released = 0;
-  while (!pieces_.empty() && mapped_ - pieces_.back().size >= keep) {
+  while (!pieces_.empty() && mapped() - pieces_.back().size >= keep) {
     piece const last = pieces_.back();
     try {
       backend_.unmap(static_cast<char*>(base_) + last.offset, last.size);
@@ -61,7 +61,7 @@ std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
       break;
     }
     pieces_.pop_back();
-    mapped_ -= last.size;
+    mapped_.store(mapped() - last.size, std::memory_order_relaxed);
     released += last.size;
   }
   return released;
