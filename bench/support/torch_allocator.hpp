@@ -1,6 +1,6 @@
 // PyTorch's CUDA caching allocator as a benchmark competitor (c10::cuda::CUDACachingAllocator's
 // raw_alloc_with_stream / raw_delete). Implemented in torch_allocator.cpp, which bench/CMakeLists
-// compiles only when libtorch was found (GPUMEM_BENCH_HAVE_TORCH); a stand-in says "not found".
+// compiles only when libtorch was found; a stand-in says "not found" and why.
 #pragma once
 
 #include <cstddef>
