@@ -71,6 +71,18 @@ TEST_F(pool_test, exited_thread_cached_blocks_wait_for_its_stream) {
   exited_thread_keeps_its_blocks_until_its_work_ran(upstream, 64 * KiB);
 }
 
+// Once the work of exited threads has run, the pool keeps no state for them: nothing freed on
+// their streams stays theirs, and everything goes back to the upstream.
+void expect_exited_threads_forgotten(pool_resource& pool) {
+  backend().synchronize();
+  pool.check_invariants();
+  pool.trim();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.stream_bytes, 0u) << "memory freed by an exited thread stayed its own";
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_EQ(st.streams, 0u) << "the pool kept state for exited threads";
+}
+
 // Many short-lived threads on their per-thread streams, idle or with work pending when they exit:
 // the pool keeps no state for one that has gone once its memory is free for all.
 TEST_F(pool_test, exited_threads_leave_no_stream_state) {
@@ -90,13 +102,7 @@ TEST_F(pool_test, exited_threads_leave_no_stream_state) {
   }
   EXPECT_GE(pool.statistics().streams, 32u) << "entries of streams with pending work were dropped";
   gate.open();
-  backend().synchronize();
-  pool.check_invariants();
-  pool.trim();
-  pool_statistics const st = pool.statistics();
-  EXPECT_EQ(st.streams, 0u) << "the pool kept state for exited threads";
-  EXPECT_EQ(st.held_bytes, 0u);
-  EXPECT_EQ(st.stream_bytes, 0u);
+  expect_exited_threads_forgotten(pool);
 }
 
 // A thread_local destroyed after the pool's table of thread caches (constructed before it) may
@@ -136,13 +142,7 @@ TEST_F(pool_test, frees_from_late_thread_local_destructors_are_not_stranded) {
   pool.trim();  // forgets the thread's settled, empty entry
   go.set_value();
   t.join();
-  backend().synchronize();
-  pool.check_invariants();
-  pool.trim();
-  pool_statistics const st = pool.statistics();
-  EXPECT_EQ(st.stream_bytes, 0u) << "memory freed by the exiting thread stayed its own";
-  EXPECT_EQ(st.held_bytes, 0u);
-  EXPECT_EQ(st.streams, 0u);
+  expect_exited_threads_forgotten(pool);
 }
 
 }  // namespace
