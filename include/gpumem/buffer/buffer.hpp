@@ -1,0 +1,134 @@
+// gpumem/buffer/buffer.hpp
+//
+// buffer: one contiguous range of memory with an owner — the unit that columns are built from.
+//
+//   gpumem::buffer b(4096);                                       // device memory, uninitialised
+//   auto h = gpumem::buffer::from_host(values.data(), bytes);     // host -> new device buffer
+//   auto tail = h.slice(256, bytes - 256);                        // a view: same memory, no copy
+//   std::vector<std::byte> back = tail.to_host();
+//   void const* p = h.get_ptr(gpumem::access::read);             // say why the pointer is wanted
+//
+// Memory: device memory by default, pinned host or managed memory on request (buffer_memory),
+// always from the current context's memory manager (memalloc, memhostalloc, memallocmanaged), so
+// the manager's policy applies. A buffer may also view memory that exists already (a
+// memory_pointer, host_memory, or a raw pointer with a std::shared_ptr<void> owner): the view keeps
+// that owner alive until its last handle goes. Zero bytes allocate nothing (get_ptr is null).
+//
+// Ownership: a buffer is a handle to a shared storage record (the allocation or the foreign
+// owner) plus an offset and a size. Copying the handle, and slice(), share the storage; copy() is
+// the deep copy. The memory is released when the last handle sharing the storage goes.
+//
+// Pointers: get_ptr(access) is the one way to the address, and callers say whether they read or
+// write. Today it only refuses a write through a const buffer; it is the seam where a spillable or
+// copy-on-write storage will bring memory back to the device, mark it exposed, or unshare it,
+// without changing callers. Do not keep a pointer longer than the buffer handle it came from.
+//
+// Transfers go through the array layer's copy routine. Without a stream they return when done;
+// with one they are asynchronous on it, and the buffers involved are kept alive until the stream
+// has passed the copy (stream::keep_alive); host memory passed in must stay valid until then.
+//
+// Errors: a size no allocation may have is gpumem::out_of_memory naming it (from the manager);
+// ranges outside the buffer, ranges that wrap, and null pointers with a size are
+// gpumem::logic_error naming the values.
+//
+// Thread safety: as std::shared_ptr. Distinct handles, even sharing storage, may be used and
+// destroyed on different threads at once; one handle must not be assigned while another thread
+// uses it. The bytes themselves are not synchronised: order reads and writes with streams.
+#pragma once
+
+#include <gpumem/array/stream.hpp>
+#include <gpumem/manager/host_memory.hpp>
+#include <gpumem/manager/memory_pointer.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace gpumem {
+
+// Where a buffer's memory lives. Device memory is for kernels; pinned memory is page-locked host
+// memory (fast transfers, host access, no kernel access); managed memory is one address valid on
+// the host and the device.
+enum class buffer_memory { device, pinned, managed };
+char const* to_string(buffer_memory memory) noexcept;
+
+// Why a caller wants a buffer's pointer.
+enum class access { read, write };
+
+namespace detail {
+class buffer_storage;
+}  // namespace detail
+
+class buffer {
+ public:
+  // An empty device buffer (size 0, null pointer).
+  buffer() noexcept;
+  // `bytes` of uninitialised memory of kind `memory` from the current memory manager.
+  explicit buffer(std::size_t bytes, buffer_memory memory = buffer_memory::device);
+
+  // A new buffer holding a copy of [data, data + bytes). The first form returns when the copy is
+  // done; the second is asynchronous on `s` (`data` must stay valid until `s` has passed it).
+  static buffer from_host(void const* data, std::size_t bytes,
+                          buffer_memory memory = buffer_memory::device);
+  static buffer from_host(void const* data, std::size_t bytes, stream const& s,
+                          buffer_memory memory = buffer_memory::device);
+
+  // Views of existing memory; each keeps its owner alive. A memory_pointer is device memory
+  // unless `memory` says managed.
+  static buffer view(memory_pointer memory, buffer_memory kind = buffer_memory::device);
+  static buffer view(managed_memory memory);
+  // Pinned host memory (mapped or not).
+  static buffer view(host_memory memory);
+  // [ptr, ptr + bytes) of kind `memory`, kept alive by `owner` (may be empty: then the caller
+  // keeps the memory alive for as long as the buffer or a slice of it exists).
+  static buffer view(void* ptr, std::size_t bytes, std::shared_ptr<void> owner,
+                     buffer_memory memory);
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  buffer_memory memory() const noexcept { return memory_; }
+
+  // The address of the first byte (null for an empty buffer). On a const buffer only read access
+  // may be asked for: access::write is a logic_error.
+  void* get_ptr(access mode);
+  void const* get_ptr(access mode) const;
+
+  // [offset, offset + bytes) of this buffer as a view sharing its storage.
+  buffer slice(std::size_t offset, std::size_t bytes) const;
+  // A new buffer of the same kind with a copy of the bytes (synchronous / asynchronous on `s`).
+  buffer copy() const;
+  buffer copy(stream const& s) const;
+  // Copies the first `bytes` bytes into host memory at `dst` (synchronous / asynchronous on `s`).
+  void copy_to_host(void* dst, std::size_t bytes) const;
+  void copy_to_host(void* dst, std::size_t bytes, stream const& s) const;
+  // All bytes in a host vector (the second form waits for `s` after enqueuing the copy).
+  std::vector<std::byte> to_host() const;
+  std::vector<std::byte> to_host(stream const& s) const;
+
+  // False only for a handle that covers the whole of an allocation made for it (by the
+  // constructor, from_host or copy, or a copy of such a handle); true for views of existing
+  // memory and for slices that do not cover their whole storage.
+  bool is_view() const noexcept;
+  // True when both keep the same memory alive: one storage (a slice or copy of the other), one
+  // allocation of a memory manager, or one foreign owner. Empty buffers share nothing.
+  bool owns_same_memory(buffer const& other) const noexcept;
+  // The storage record as an owner object, for stream::keep_alive after a kernel launch that uses
+  // the buffer (null for an empty buffer).
+  std::shared_ptr<void> share_owner() const noexcept;
+
+ private:
+  buffer(std::shared_ptr<detail::buffer_storage> storage, std::size_t offset, std::size_t size,
+         buffer_memory memory) noexcept;
+  static buffer allocate_from_host(void const* data, std::size_t bytes, stream const* s,
+                                   buffer_memory memory);
+  void copy_out(void* dst, std::size_t bytes, stream const* s) const;
+  buffer copy_on(stream const* s) const;
+  void const* address() const noexcept;
+
+  std::shared_ptr<detail::buffer_storage> storage_;
+  std::size_t offset_ = 0;
+  std::size_t size_ = 0;
+  buffer_memory memory_ = buffer_memory::device;
+};
+
+}  // namespace gpumem
