@@ -1,0 +1,144 @@
+// column (see column.hpp): construction checks, slices, the cached null count and host copies of
+// fixed-width columns.
+#include "column_checks.hpp"
+
+#include <gpumem/column/column.hpp>
+#include <gpumem/column/null_mask.hpp>
+#include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/error.hpp>
+
+#include <string>
+#include <utility>
+
+namespace gpumem {
+
+namespace detail {
+
+void check_element_type(data_type actual, type_id asked, char const* what) {
+  GPUMEM_EXPECTS(actual == asked, std::string(what) + ": the column holds " + to_string(actual) +
+                                      " values, not " + to_string(asked));
+}
+
+column fixed_width_from_host(type_id type, void const* values, std::size_t count,
+                             std::vector<bool> const* valid, buffer_memory memory) {
+  std::size_t const width = size_of(type);
+  std::size_t bytes = 0;
+  GPUMEM_EXPECTS(checked_mul(count, width, bytes), "column::from_host: " + std::to_string(count) +
+                                                       " elements of " + std::to_string(width) +
+                                                       " bytes exceed the address space");
+  buffer data = buffer::from_host(values, bytes, memory);
+  if (valid == nullptr) return column(type, count, std::move(data), buffer(), 0);
+  std::size_t nulls = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    nulls += (*valid)[i] ? 0 : 1;
+  buffer mask = null_mask_from_host(*valid, memory);
+  return column(type, count, std::move(data), std::move(mask), nulls);
+}
+
+}  // namespace detail
+
+column::column() noexcept = default;
+
+column::column(data_type type, std::size_t size, std::size_t offset, buffer data, buffer null_mask,
+               std::vector<column> children, std::size_t null_count) noexcept
+    : type_(type),
+      size_(size),
+      offset_(offset),
+      data_(std::move(data)),
+      null_mask_(std::move(null_mask)),
+      children_(std::move(children)),
+      null_count_(null_mask_.empty() ? 0 : null_count) {}
+
+column::column(data_type type, std::size_t size, buffer data, buffer null_mask,
+               std::optional<std::size_t> null_count)
+    : column(type, size, 0, std::move(data), std::move(null_mask), {},
+             null_count.value_or(unknown_null_count)) {
+  char const* what = "column";
+  GPUMEM_EXPECTS(is_fixed_width(type), std::string(what) + ": " + to_string(type) +
+                                           " columns are made by make_strings_column");
+  std::size_t const width = size_of(type);
+  detail::check_holds(data_, size, width, what, "data");
+  detail::check_aligned(data_, width, what, "data");
+  detail::check_mask(null_mask_, size, null_count, what);
+}
+
+column::column(column const& other)
+    : type_(other.type_),
+      size_(other.size_),
+      offset_(other.offset_),
+      data_(other.data_),
+      null_mask_(other.null_mask_),
+      children_(other.children_),
+      null_count_(other.null_count_.load(std::memory_order_relaxed)) {}
+
+column::column(column&& other) noexcept
+    : type_(other.type_),
+      size_(other.size_),
+      offset_(other.offset_),
+      data_(std::move(other.data_)),
+      null_mask_(std::move(other.null_mask_)),
+      children_(std::move(other.children_)),
+      null_count_(other.null_count_.load(std::memory_order_relaxed)) {}
+
+column& column::operator=(column const& other) {
+  if (this != &other) *this = column(other);
+  return *this;
+}
+
+column& column::operator=(column&& other) noexcept {
+  type_ = other.type_;
+  size_ = other.size_;
+  offset_ = other.offset_;
+  data_ = std::move(other.data_);
+  null_mask_ = std::move(other.null_mask_);
+  children_ = std::move(other.children_);
+  null_count_.store(other.null_count_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  return *this;
+}
+
+column::~column() = default;
+
+column const& column::child(std::size_t index) const {
+  GPUMEM_EXPECTS(index < children_.size(), "column::child: no child " + std::to_string(index) +
+                                               " in a column with " +
+                                               std::to_string(children_.size()) + " children");
+  return children_[index];
+}
+
+std::size_t column::null_count() const {
+  std::size_t cached = null_count_.load(std::memory_order_relaxed);
+  if (cached != unknown_null_count) return cached;
+  cached = detail::count_nulls(null_mask_, offset_, size_);
+  null_count_.store(cached, std::memory_order_relaxed);
+  return cached;
+}
+
+column column::slice(std::size_t begin, std::size_t end) const {
+  GPUMEM_EXPECTS(begin <= end && end <= size_,
+                 "column::slice: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     ") are outside the column of " + std::to_string(size_) + " rows");
+  // What is known of the whole column is known of every part when it says "none" or "all".
+  std::size_t const known = null_count_.load(std::memory_order_relaxed);
+  std::size_t nulls = unknown_null_count;
+  if (known == 0) nulls = 0;
+  if (known == size_ && size_ != 0) nulls = end - begin;
+  return column(type_, end - begin, offset_ + begin, data_, null_mask_, children_, nulls);
+}
+
+std::vector<bool> column::validity_to_host() const {
+  std::vector<bool> out(size_, true);
+  if (!nullable() || size_ == 0) return out;
+  std::vector<bitmask_word> const words = detail::mask_words_to_host(null_mask_, offset_, size_);
+  std::size_t const head = offset_ % bitmask_word_bits;
+  for (std::size_t i = 0; i < size_; ++i)
+    out[i] = bit_is_set(words.data(), head + i);
+  return out;
+}
+
+void column::copy_elements_to_host(void* dst) const {
+  std::size_t const width = size_of(type_);
+  // The constructor checked that (offset + size) * width bytes fit in the data buffer.
+  data_.slice(offset_ * width, size_ * width).copy_to_host(dst, size_ * width);
+}
+
+}  // namespace gpumem

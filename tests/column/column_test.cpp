@@ -1,0 +1,168 @@
+// Fixed-width columns: round trips of every type, slices of slices, null counts (slices whose
+// offset is not a multiple of 8 included), empty and all-null columns, and the type check.
+#include "column_test_support.hpp"
+
+#include <gpumem/column/column.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <thread>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+template <class T>
+void expect_round_trip(std::vector<std::optional<T>> const& rows) {
+  column const c = column::from_host(rows);
+  EXPECT_EQ(c.type(), type_to_id<T>());
+  EXPECT_EQ(c.size(), rows.size());
+  EXPECT_TRUE(c.nullable());
+  EXPECT_EQ(c.null_count(), test::model_nulls(rows, 0, rows.size()));
+  EXPECT_EQ(c.to_host<T>(), rows);
+}
+
+TEST(column, round_trip_of_every_fixed_width_type) {
+  expect_round_trip<std::int8_t>({-128, std::nullopt, 127});
+  expect_round_trip<std::int16_t>({-32768, 7, std::nullopt});
+  expect_round_trip<std::int32_t>({std::nullopt, std::numeric_limits<std::int32_t>::min(), 1});
+  expect_round_trip<std::int64_t>({std::numeric_limits<std::int64_t>::max(), std::nullopt});
+  expect_round_trip<std::uint8_t>({255, 0, std::nullopt});
+  expect_round_trip<std::uint16_t>({65535, std::nullopt});
+  expect_round_trip<std::uint32_t>({std::nullopt, 4000000000u});
+  expect_round_trip<std::uint64_t>({std::numeric_limits<std::uint64_t>::max(), 3});
+  expect_round_trip<float>({1.5f, std::nullopt, -0.25f});
+  expect_round_trip<double>({std::nullopt, 1e300, -2.5});
+  expect_round_trip<bool>({true, std::nullopt, false, true});
+}
+
+TEST(column, values_without_nulls_have_no_mask) {
+  column const c = column::from_host(std::vector<double>{1.0, 2.0, 3.0});
+  EXPECT_FALSE(c.nullable());
+  EXPECT_EQ(c.null_count(), 0u);
+  EXPECT_FALSE(c.has_nulls());
+  EXPECT_TRUE(c.null_mask().empty());
+  EXPECT_EQ(c.data().size(), 24u);
+  EXPECT_EQ(c.to_host<double>(), (std::vector<std::optional<double>>{1.0, 2.0, 3.0}));
+  column const flags = column::from_host(std::vector<bool>{true, false, true});
+  EXPECT_EQ(flags.type(), type_id::bool8);
+  EXPECT_EQ(flags.to_host<bool>(), (std::vector<std::optional<bool>>{true, false, true}));
+}
+
+TEST(column, mask_is_padded_to_64_bytes) {
+  column const c = column::from_host(test::random_ints(1000, 0.1, 1));
+  EXPECT_EQ(c.data().size(), 4000u);
+  EXPECT_EQ(c.null_mask().size(), 128u);  // the spec's example: 1000 bits padded to 64 bytes
+}
+
+TEST(column, slices_of_slices_share_buffers_and_count_their_nulls) {
+  auto const rows = test::random_ints(300, 0.3, 2);
+  column const c = column::from_host(rows);
+  column const a = c.slice(3, 270);    // offset 3: not a multiple of 8
+  column const b = a.slice(38, 200);   // rows [41, 203) of c
+  column const d = b.slice(100, 101);  // row 141 alone
+  EXPECT_EQ(b.offset(), 41u);
+  EXPECT_EQ(b.size(), 162u);
+  EXPECT_TRUE(b.data().owns_same_memory(c.data()));
+  EXPECT_EQ(b.data().get_ptr(access::read), c.data().get_ptr(access::read));  // not copied
+  EXPECT_EQ(a.null_count(), test::model_nulls(rows, 3, 270));
+  EXPECT_EQ(b.null_count(), test::model_nulls(rows, 41, 203));
+  EXPECT_EQ(d.null_count(), rows[141] ? 0u : 1u);
+  EXPECT_EQ(b.to_host<int>(),
+            std::vector<std::optional<int>>(rows.begin() + 41, rows.begin() + 203));
+  EXPECT_EQ(d.to_host<int>(), std::vector<std::optional<int>>{rows[141]});
+}
+
+TEST(column, null_counts_of_random_slices_match_a_model) {
+  std::mt19937 rng(3);
+  auto const rows = test::random_ints(777, 0.4, 4);
+  column const c = column::from_host(rows);
+  for (int round = 0; round < 100; ++round) {
+    std::size_t const begin = rng() % rows.size();
+    std::size_t const end = begin + rng() % (rows.size() - begin + 1);
+    column const s = c.slice(begin, end);
+    ASSERT_EQ(s.null_count(), test::model_nulls(rows, begin, end)) << begin << ".." << end;
+    ASSERT_EQ(s.validity_to_host().size(), end - begin);
+  }
+}
+
+TEST(column, null_count_is_computed_once_for_many_threads) {
+  auto const rows = test::random_ints(5000, 0.25, 5);
+  std::size_t const expected = test::model_nulls(rows, 7, 4999);
+  column const c = column::from_host(rows).slice(7, 4999);  // the count is not known yet
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 20; ++k)
+        if (c.null_count() != expected) wrong.fetch_add(1);
+    });
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  column const copy = c;  // the cached count travels with copies
+  EXPECT_EQ(copy.null_count(), expected);
+}
+
+TEST(column, empty_columns) {
+  column const none;
+  EXPECT_EQ(none.size(), 0u);
+  EXPECT_EQ(none.null_count(), 0u);
+  EXPECT_TRUE(none.to_host<std::int8_t>().empty());
+  column const e = column::from_host(std::vector<float>{});
+  EXPECT_TRUE(e.empty());
+  EXPECT_TRUE(e.to_host<float>().empty());
+  EXPECT_TRUE(e.slice(0, 0).empty());
+  column const n = column::from_host(std::vector<std::optional<float>>{});
+  EXPECT_FALSE(n.nullable());  // no rows, no mask
+  EXPECT_EQ(n.null_count(), 0u);
+  column const c = column::from_host(std::vector<int>{1, 2, 3});
+  EXPECT_TRUE(c.slice(3, 3).to_host<int>().empty());
+}
+
+TEST(column, all_null_columns) {
+  std::vector<std::optional<std::int64_t>> const rows(100);
+  column const c = column::from_host(rows);
+  EXPECT_TRUE(c.nullable());
+  EXPECT_EQ(c.null_count(), 100u);
+  EXPECT_TRUE(c.has_nulls());
+  EXPECT_EQ(c.to_host<std::int64_t>(), rows);
+  EXPECT_EQ(c.slice(13, 77).null_count(), 64u);
+  EXPECT_EQ(c.slice(13, 77).slice(1, 2).to_host<std::int64_t>().front(), std::nullopt);
+}
+
+TEST(column, to_host_names_both_types) {
+  column const c = column::from_host(std::vector<std::int32_t>{1});
+  test::expect_logic_error([&] { c.to_host<double>(); },
+                           "column::to_host: the column holds int32 values, not float64");
+  test::expect_logic_error([&] { c.to_host<std::uint32_t>(); }, "int32 values, not uint32");
+  test::expect_logic_error([&] { c.to_host_strings(); },
+                           "column::to_host_strings: the column holds int32 values, not string");
+}
+
+TEST(column, slice_bounds_are_checked) {
+  column const c = column::from_host(std::vector<int>{1, 2, 3, 4});
+  test::expect_logic_error([&] { c.slice(2, 5); },
+                           "column::slice: rows [2, 5) are outside the column of 4 rows");
+  test::expect_logic_error([&] { c.slice(3, 2); }, "rows [3, 2)");
+  test::expect_logic_error([&] { c.slice(1, 3).slice(0, 3); }, "outside the column of 2 rows");
+  test::expect_logic_error([&] { c.child(0); }, "column::child: no child 0 in a column with 0");
+}
+
+TEST(column, columns_in_managed_and_pinned_memory) {
+  auto const rows = test::random_ints(50, 0.2, 6);
+  for (buffer_memory kind : {buffer_memory::managed, buffer_memory::pinned}) {
+    column const c = column::from_host(rows, kind);
+    EXPECT_EQ(c.data().memory(), kind);
+    EXPECT_EQ(c.null_mask().memory(), kind);
+    EXPECT_EQ(c.slice(5, 45).to_host<int>(),
+              std::vector<std::optional<int>>(rows.begin() + 5, rows.begin() + 45));
+  }
+}
+
+}  // namespace
+}  // namespace gpumem
