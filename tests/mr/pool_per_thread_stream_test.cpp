@@ -64,10 +64,12 @@ void exited_thread_keeps_its_blocks_until_its_work_ran(memory_resource& upstream
 }
 
 TEST_F(pool_test, exited_thread_large_blocks_wait_for_its_stream) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   exited_thread_keeps_its_blocks_until_its_work_ran(upstream, 16 * MiB);
 }
 
 TEST_F(pool_test, exited_thread_cached_blocks_wait_for_its_stream) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   exited_thread_keeps_its_blocks_until_its_work_ran(upstream, 64 * KiB);
 }
 
