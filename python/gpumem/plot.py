@@ -141,11 +141,19 @@ def render(t: Timeline, held: Optional[List[int]], title: str, output: str) -> N
     if t.in_use:
         px, py = x[t.peak_index], t.in_use[t.peak_index]
         ax.axvline(px, color="grey", linestyle=":", linewidth=1)
+        # The largest live allocations at the peak, stacked from 0 as bands of the peak's bar;
+        # bands too thin to read keep their line but lose the label.
         stacked = 0
+        right = px < (x[-1] if x else 0) * 0.75
         for size, pointer, _born in t.live_at_peak:
+            ax.plot([px, px], [stacked, stacked + size], color="tab:purple", linewidth=4,
+                    solid_capstyle="butt")
+            if size >= 0.04 * py:
+                ax.annotate(f"{_human(size)} @0x{pointer:x}", xy=(px, stacked + size / 2),
+                            xytext=(10 if right else -10, 0), textcoords="offset points",
+                            fontsize=7, va="center", ha="left" if right else "right",
+                            bbox=dict(boxstyle="round,pad=0.2", fc="white", alpha=0.8, lw=0))
             stacked += size
-            ax.annotate(f"{_human(size)} @0x{pointer:x}", xy=(px, stacked), xytext=(8, 0),
-                        textcoords="offset points", fontsize=7, va="center")
         ax.set_title(f"{title}: peak {_human(py)} in use"
                      + (f", {_human(max(held))} held" if held else ""))
     ax.set_xlabel("seconds since the first event" if any(x) else "event")
