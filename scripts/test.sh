@@ -86,10 +86,11 @@ stage "python package (pip install . into $build/venv; pytest python/tests, host
 # --system-site-packages: the venv sees the build requirements and pytest that install-deps.sh
 # installed for python3, so nothing is downloaded here; the package itself goes into the venv.
 python3 -m venv --system-site-packages "$build/venv"
-CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$build/venv/bin/python" -m pip install --quiet \
+venv_python=$(cd "$build/venv" && pwd)/bin/python
+CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv_python" -m pip install --quiet \
   --disable-pip-version-check --no-build-isolation \
   -C "cmake.define.GPUMEM_CUDA=${GPUMEM_PYTHON_CUDA:-OFF}" .
 stage "tests (python package)"
 # From outside the source tree, so that `import gpumem` finds the installed package.
-(cd "$build" && GPUMEM_DEVICE=host "$OLDPWD/$build/venv/bin/python" -m pytest -rs -p no:cacheprovider \
-  "$OLDPWD/python/tests")
+tests_dir=$PWD/python/tests
+(cd "$build" && GPUMEM_DEVICE=host "$venv_python" -m pytest -rs -p no:cacheprovider "$tests_dir")
