@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure gpumem's build tools are present and new enough (Debian/Ubuntu), installing what is
 # not: a C++17 compiler (g++, or $CXX when set), CMake at least the version CMakeLists.txt asks for,
-# Ninja, GoogleTest. The CUDA toolkit is optional (without it only the host backend is built) and is
+# Ninja, GoogleTest, and what the Python package needs to build and test (python3 with venv and
+# pip; nanobind, scikit-build-core, pytest, numpy and matplotlib, installed with pip for python3
+# when missing). The CUDA toolkit is optional (without it only the host backend is built) and is
 # not installed here. Prints nothing and takes a moment when everything is in place.
 #
 # Missing tools come from apt-get. When the distribution's CMake is older than the minimum, the
@@ -83,6 +85,26 @@ if ! cmake_ok && ! cmake_ok "$tools_bin/cmake"; then
   hash -r
 fi
 
+# The Python package (scripts/test.sh installs it with --no-build-isolation, so its build
+# requirements must be importable by python3).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_install python3-venv
+python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+python_missing=()
+for module in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy \
+  matplotlib:matplotlib; do
+  python3 -c "import ${module%%:*}" >/dev/null 2>&1 || python_missing+=("${module#*:}")
+done
+if [ ${#python_missing[@]} -gt 0 ]; then
+  echo "install-deps: pip install ${python_missing[*]}"
+  # --break-system-packages is needed where the distribution marks its Python as externally
+  # managed (PEP 668); older pips do not know the option and need none.
+  pip_flags=(--quiet --disable-pip-version-check)
+  python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages &&
+    pip_flags+=(--break-system-packages)
+  $sudo env PIP_ROOT_USER_ACTION=ignore python3 -m pip install "${pip_flags[@]}" \
+    "${python_missing[@]}"
+fi
+
 failed=0
 if ! cmake_ok; then
   echo "install-deps: \`cmake\` on PATH ($(command -v cmake || echo none), version" \
@@ -103,4 +125,10 @@ gtest_ok || {
   echo "install-deps: GoogleTest (gtest/gtest.h and libgtest) not found" >&2
   failed=1
 }
+for module in nanobind scikit_build_core pytest numpy matplotlib; do
+  python3 -c "import $module" >/dev/null 2>&1 || {
+    echo "install-deps: the Python module $module is still missing for python3" >&2
+    failed=1
+  }
+done
 exit $failed

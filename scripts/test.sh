@@ -11,7 +11,13 @@
 #      again;
 #   4. a thread sanitizer build of the host code, running the tests of the concurrent parts: the
 #      pool, the resource contract suite, the deferred-deallocation queue (manager tests), the device
-#      heap and the NRT on the host backend.
+#      heap and the NRT on the host backend;
+#   5. the Python package: `pip install .` (without build isolation, from the build requirements
+#      install-deps.sh put in place) into a virtual environment, $build/venv, then pytest on
+#      python/tests with the host backend (GPU and framework tests skip, saying why). The package
+#      builds its own libgpumem.so (nothing is shared with the CMake builds above), host-only unless
+#      GPUMEM_PYTHON_CUDA=ON, and without tests or benchmarks, so the stage stays short; its build
+#      directory (build/python/) makes a second run incremental.
 # Exits non-zero if anything fails to build or any test fails. Prints the time of each stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,3 +81,16 @@ GTEST_FILTER='-pool_stress.catches_a_pool_whose_stream_ordering_is_broken' \
   TSAN_OPTIONS=allocator_may_return_null=1:second_deadlock_stack=1 \
   ctest --test-dir "$build/tsan" --output-on-failure -j "$jobs" \
   -R "^($(IFS='|'; echo "${tsan_tests[*]}"))\.host\$"
+
+stage "python package (pip install . into $build/venv; pytest python/tests, host backend)"
+# --system-site-packages: the venv sees the build requirements and pytest that install-deps.sh
+# installed for python3, so nothing is downloaded here; the package itself goes into the venv.
+python3 -m venv --system-site-packages "$build/venv"
+venv_python=$(cd "$build/venv" && pwd)/bin/python
+CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv_python" -m pip install --quiet \
+  --disable-pip-version-check --no-build-isolation \
+  -C "cmake.define.GPUMEM_CUDA=${GPUMEM_PYTHON_CUDA:-OFF}" .
+stage "tests (python package)"
+# From outside the source tree, so that `import gpumem` finds the installed package.
+tests_dir=$PWD/python/tests
+(cd "$build" && GPUMEM_DEVICE=host "$venv_python" -m pytest -rs -p no:cacheprovider "$tests_dir")

@@ -26,6 +26,8 @@ std::unique_ptr<memory_manager> make_pool_memory_manager(context& owner) {
     return true;
   };
   hooks.on_reset = [raw_pool] { raw_pool->trim(); };
+  hooks.on_release_stream = [raw_pool](stream_handle stream) { raw_pool->release_stream(stream); };
+  hooks.held_bytes = [raw_pool] { return raw_pool->statistics().held_bytes; };
   return std::make_unique<resource_memory_manager>(owner, std::move(resource), std::move(hooks),
                                                    "pool");
 }

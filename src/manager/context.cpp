@@ -153,4 +153,14 @@ void close() {
   doomed.clear();  // destroyed under the lock so no thread sees a half-closed table
 }
 
+void close(int device) {
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  auto it = t.contexts.find(device);
+  if (it == t.contexts.end()) return;
+  std::unique_ptr<context> doomed = std::move(it->second);
+  t.contexts.erase(it);
+  doomed.reset();  // under the lock, as close()
+}
+
 }  // namespace gpumem

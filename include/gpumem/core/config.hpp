@@ -30,8 +30,10 @@
 // Thread-local variables read on hot paths: the initial-exec model makes a read one fs-relative
 // load (the default model in a shared library calls __tls_get_addr). Keep such variables few and
 // small (a few words): a library loaded with dlopen takes them from glibc's small static TLS
-// surplus.
-#if defined(__GNUC__)
+// surplus. A build for dlopen by hosts that fill that surplus (the Python package) turns the model
+// off with GPUMEM_NO_INITIAL_EXEC_TLS (CMake: GPUMEM_INITIAL_EXEC_TLS=OFF; GPUMEM_PYTHON=ON implies
+// it): then the general-dynamic model applies, which works however the library is loaded.
+#if defined(__GNUC__) && !defined(GPUMEM_NO_INITIAL_EXEC_TLS)
 #define GPUMEM_TLS_INITIAL_EXEC __attribute__((tls_model("initial-exec")))
 #else
 #define GPUMEM_TLS_INITIAL_EXEC

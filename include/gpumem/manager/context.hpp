@@ -91,6 +91,13 @@ memory_manager_factory current_memory_manager_factory();
 
 // Destroys every context of the process table.
 void close();
+// Destroys the context of `device` only (if it exists), flushing its queues; the next
+// get_context(device) makes a new one with the current factory. For a device whose CUDA context
+// was (or is about to be) reset under gpumem (Numba's cuda.close() resets the primary context):
+// no later allocation is served from the old manager. Pointers that outlive it are freed by their
+// own finalizers; a free into a destroyed CUDA context is logged, never thrown. Same thread rule
+// as close(): no other thread may still use that context object.
+void close(int device);
 
 // Checks a manager's interface version: constructs one on a detached probe context and throws
 // logic_error "memory manager <what>: interface version mismatch: expected 1, got N" if it

@@ -51,6 +51,8 @@ class default_memory_manager final : public ipc_mixin<host_only_memory_manager> 
   std::string name() const override { return "default"; }
 
   statistics get_statistics() const;
+  // get_statistics() as the manager-neutral snapshot (held_bytes = bytes_in_use: no cache).
+  memory_statistics get_memory_statistics() const override;
 
   // Called on out-of-memory after the flush and before the single retry, with the requested
   // bytes (a spill manager frees device memory here). Returns true if it may have freed

@@ -25,6 +25,16 @@
 // that true. Stream semantics: the EMM interface is synchronous (as the spec's version 1): memory
 // from memalloc is usable by any stream once memalloc returns; a finalizer may run on any thread,
 // and the memory must not be in use by device work at that point (the array layer synchronises).
+//
+// Beyond the EMM (for frameworks that pass a stream: CuPy, PyTorch), three virtuals with safe
+// defaults, so existing plugins keep working:
+//   * allocate(bytes, stream): memory for work on `stream`, freed ON `stream` when the returned
+//     pointer's last owner goes (the caller promises that no other stream uses it by then without
+//     ordering itself after `stream`). Default: memalloc(bytes), whose synchronous semantics
+//     satisfy the stream-ordered contract. resource_memory_manager allocates on the stream.
+//   * release_stream(stream): the caller is about to destroy `stream`; a manager that keeps memory
+//     per stream (the pool) gives it back first. Default: nothing to do.
+//   * get_memory_statistics(): one memory_statistics snapshot. Default: the context's queue only.
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
@@ -32,6 +42,7 @@
 #include <gpumem/manager/host_memory.hpp>
 #include <gpumem/manager/ipc_handle.hpp>
 #include <gpumem/manager/memory_pointer.hpp>
+#include <gpumem/manager/memory_statistics.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -73,6 +84,12 @@ class memory_manager {
   virtual int interface_version() const = 0;
   // A short name for messages and statistics ("default", "pool over cuda_resource", ...).
   virtual std::string name() const = 0;
+
+  // Stream-ordered device memory (see the file comment); 0 bytes gives a null pointer.
+  virtual memory_pointer allocate(std::size_t bytes, stream_handle stream);
+  // Called before `stream` is destroyed; must not throw for a stream the manager never saw.
+  virtual void release_stream(stream_handle stream);
+  virtual memory_statistics get_memory_statistics() const;
 
   context& owning_context() const noexcept { return *context_; }
 

@@ -12,6 +12,9 @@
 // using one; defer_cleanup() defers only the host side, see host_only_memory_manager).
 // Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
+// allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
+// recovery; the pointer's last owner frees on that stream (memory_manager.hpp). release_stream and
+// the held bytes of get_memory_statistics() ask the hooks (a pool's release_stream and chunks).
 // get_memory_info forwards the resource's (which may throw not_supported). reset() flushes the
 // host side and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources over cudaMalloc).
 // With GPUMEM_DEBUG_MEMORY on when the manager is made, the resource is wrapped in the debug
@@ -33,6 +36,10 @@
 
 namespace gpumem {
 
+namespace detail {
+struct usage_counters;
+}  // namespace detail
+
 class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
  public:
   struct hooks {
@@ -41,6 +48,11 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
     std::function<bool(std::size_t)> on_out_of_memory;
     // Called by reset() after the host side has been reset.
     std::function<void()> on_reset;
+    // Called by release_stream(stream) (a pool's release_stream).
+    std::function<void(stream_handle)> on_release_stream;
+    // The bytes the resource holds from the device, for get_memory_statistics(); without it
+    // held_bytes is bytes_in_use.
+    std::function<std::size_t()> held_bytes;
   };
 
   // `resource` must not be null (logic_error). `name` defaults to the resource's name.
@@ -48,6 +60,9 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
                           hooks callbacks = {}, std::string name = {});
 
   memory_pointer memalloc(std::size_t bytes) override;
+  memory_pointer allocate(std::size_t bytes, stream_handle stream) override;
+  void release_stream(stream_handle stream) override;
+  memory_statistics get_memory_statistics() const override;
   memory_info get_memory_info() override;
   void reset() override;
   int interface_version() const override { return memory_manager_interface_version; }
@@ -60,6 +75,7 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
  private:
   std::shared_ptr<memory_resource> resource_;
   std::shared_ptr<tracking_adaptor> resource_debug_;  // null unless GPUMEM_DEBUG_MEMORY
+  std::shared_ptr<detail::usage_counters> counters_;  // shared with the finalizers
   hooks hooks_;
   std::string name_;
 };

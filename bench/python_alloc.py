@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Allocation costs of gpumem's Python bridges against each framework's own allocator (GPU only).
+
+    python bench/python_alloc.py                 # every case whose framework is installed
+    python bench/python_alloc.py --reps 11 --iters 20000 --only numba,torch
+
+Each case runs in a fresh process (Numba's memory manager and PyTorch's allocator are chosen once
+per process) and reports the median over --reps repetitions of the time per operation:
+
+  numba  ctx.memalloc(4096)+drop and cuda.device_array(4096)+drop: Numba's default manager,
+         gpumem.numba (pool), RMM's plugin (when rmm is installed)
+  cupy   cupy.cuda.alloc(4096)+drop: CuPy's MemoryPool, gpumem.cupy.malloc (pool)
+  torch  torch.empty(4096 B)+del: PyTorch's caching allocator, gpumem.torch (pool)
+  train  a small model trained with batch and sequence length changing every step: median step
+         time and peak reserved memory, for PyTorch's allocator (expandable segments off and on)
+         and gpumem's pool
+
+Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs.
+Record results in docs/benchmarks.md (date, device, command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+NBYTES = 4096
+
+
+def have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def per_op(fn, iters: int, reps: int) -> float:
+    """Median nanoseconds per call of fn() over reps repetitions of iters calls."""
+    fn()  # warm
+    samples = []
+    for _ in range(reps):
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            fn()
+        samples.append((time.perf_counter_ns() - t0) / iters)
+    return statistics.median(samples)
+
+
+# --- cases (each runs in its own process) ----------------------------------------------------
+
+def case_numba(manager: str, iters: int, reps: int) -> dict:
+    if manager == "gpumem":
+        os.environ["NUMBA_CUDA_MEMORY_MANAGER"] = "gpumem.numba"
+        os.environ.setdefault("GPUMEM_MEMORY_MANAGER", "pool")
+    elif manager == "rmm":
+        os.environ["NUMBA_CUDA_MEMORY_MANAGER"] = "rmm.allocators.numba"
+    from numba import cuda
+
+    ctx = cuda.current_context()
+    memalloc = per_op(lambda: ctx.memalloc(NBYTES), iters, reps)
+    device_array = per_op(lambda: cuda.device_array(NBYTES, dtype="u1"), max(iters // 10, 100),
+                          reps)
+    cuda.synchronize()
+    return {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
+
+
+def case_cupy(allocator: str, iters: int, reps: int) -> dict:
+    import cupy
+
+    if allocator == "gpumem":
+        import gpumem
+        import gpumem.cupy
+
+        gpumem.set_memory_manager("pool", cupy.cuda.runtime.getDevice())
+        gpumem.cupy.use()
+    else:
+        cupy.cuda.set_allocator(cupy.cuda.MemoryPool().malloc)
+    ns = per_op(lambda: cupy.cuda.alloc(NBYTES), iters, reps)
+    return {"alloc+drop ns": ns}
+
+
+def case_torch(allocator: str, iters: int, reps: int) -> dict:
+    import torch
+
+    if allocator == "gpumem":
+        import gpumem
+        import gpumem.torch
+
+        gpumem.set_memory_manager("pool", 0)
+        gpumem.torch.use()
+    ns = per_op(lambda: torch.empty(NBYTES, dtype=torch.uint8, device="cuda"), iters, reps)
+    return {"empty+del ns": ns}
+
+
+def case_train(allocator: str, steps: int, reps: int) -> dict:
+    if allocator == "expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    import random
+
+    import torch
+
+    held = None
+    if allocator == "gpumem":
+        import gpumem
+        import gpumem.torch
+
+        gpumem.set_memory_manager("pool", 0)
+        gpumem.torch.use()
+        held = lambda: gpumem.statistics(0).held_bytes  # noqa: E731
+    random.seed(0)
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(d_model=256, nhead=8, dim_feedforward=1024,
+                                         batch_first=True), num_layers=4).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times, peak_held = [], 0
+    for step in range(steps):
+        batch, seq = random.randint(8, 64), random.randint(32, 512)
+        x = torch.randn(batch, seq, 256, device="cuda")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        if held is not None:
+            peak_held = max(peak_held, held())
+        del x, loss
+    reserved = peak_held if held is not None else torch.cuda.max_memory_reserved()
+    return {"step ms (median)": 1e3 * statistics.median(times[steps // 10:]),
+            "peak reserved MiB": reserved / (1 << 20)}
+
+
+CASES = {
+    "numba": (case_numba, ["default", "gpumem", "rmm"], {"rmm": "rmm"}),
+    "cupy": (case_cupy, ["MemoryPool", "gpumem"], {}),
+    "torch": (case_torch, ["pytorch", "gpumem"], {}),
+    "train": (case_train, ["pytorch", "expandable", "gpumem"], {}),
+}
+FRAMEWORK = {"numba": "numba", "cupy": "cupy", "torch": "torch", "train": "torch"}
+
+
+def run_child(case: str, variant: str, iters: int, reps: int) -> dict:
+    fn = CASES[case][0]
+    return fn(variant, iters, reps)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--iters", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=200, help="training steps")
+    parser.add_argument("--only", default="", help="comma-separated: numba,cupy,torch,train")
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        case, variant = args.child
+        iters = args.steps if case == "train" else args.iters
+        print(json.dumps(run_child(case, variant, iters, args.reps)))
+        return 0
+
+    wanted = [c for c in CASES if not args.only or c in args.only.split(",")]
+    print(f"# bench/python_alloc.py  reps={args.reps} iters={args.iters} steps={args.steps}")
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        device = gpu.stdout.strip() if gpu.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        device = ""
+    if not device:
+        print("skipped: no CUDA device (nvidia-smi found none)")
+        return 0
+    print(f"# device: {device}")
+    env = dict(os.environ, GPUMEM_DEVICE="cuda")
+    for case in wanted:
+        framework = FRAMEWORK[case]
+        if not have(framework):
+            print(f"{case}: skipped ({framework} is not installed)")
+            continue
+        _fn, variants, needs = CASES[case]
+        for variant in variants:
+            if variant in needs and not have(needs[variant]):
+                print(f"{case} / {variant}: skipped ({needs[variant]} is not installed)")
+                continue
+            out = subprocess.run([sys.executable, __file__, "--child", case, variant,
+                                  "--reps", str(args.reps), "--iters", str(args.iters),
+                                  "--steps", str(args.steps)],
+                                 capture_output=True, text=True, env=env)
+            if out.returncode != 0:
+                print(f"{case} / {variant}: FAILED\n{out.stderr.strip()[-2000:]}")
+                continue
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            cells = "  ".join(f"{k} {v:,.1f}" for k, v in result.items())
+            print(f"{case:6} {variant:11} {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+/* gpumem/python/torch_allocator.h
+ *
+ * The C ABI of gpumem's PyTorch allocator: the functions torch.cuda.memory.CUDAPluggableAllocator
+ * loads by name from the gpumem Python extension (gpumem.torch.use() does this):
+ *
+ *   alloc = torch.cuda.memory.CUDAPluggableAllocator(gpumem._gpumem.__file__,
+ *                                                    "gpumem_torch_alloc", "gpumem_torch_free")
+ *   torch.cuda.memory.change_current_allocator(alloc)
+ *
+ * The signatures are PyTorch's (CUDAPluggableAllocator.h): alloc(size, device, stream) and
+ * free(ptr, size, device, stream); `stream` is a cudaStream_t, passed as void* so that this header
+ * needs no CUDA header.
+ *
+ * gpumem_torch_alloc: `size` bytes from the memory manager of `device` (gpumem's context table),
+ *   stream-ordered on `stream` (memory_manager::allocate). 0 bytes gives NULL. On failure it
+ *   THROWS a C++ exception (gpumem::out_of_memory and the other gpumem errors): deliberately,
+ *   because PyTorch does not check for NULL and would hand out a tensor without memory; PyTorch
+ *   turns the exception into a Python RuntimeError. Never returns NULL for size > 0.
+ * gpumem_torch_free: gives back memory from gpumem_torch_alloc (on its allocation stream);
+ *   NULL is a no-op; an unknown pointer is logged and ignored. Never throws.
+ * gpumem_torch_live_allocations: how many allocations are live (for tests).
+ *
+ * Ownership: the extension keeps each allocation in a table until it is freed. Thread safety:
+ * all three may be called from any thread (PyTorch frees from autograd and DataLoader threads).
+ */
+#ifndef GPUMEM_PYTHON_TORCH_ALLOCATOR_H
+#define GPUMEM_PYTHON_TORCH_ALLOCATOR_H
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define GPUMEM_TORCH_EXPORT __attribute__((visibility("default")))
+#else
+#define GPUMEM_TORCH_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+GPUMEM_TORCH_EXPORT void* gpumem_torch_alloc(size_t size, int device, void* stream);
+GPUMEM_TORCH_EXPORT void gpumem_torch_free(void* ptr, size_t size, int device, void* stream);
+GPUMEM_TORCH_EXPORT size_t gpumem_torch_live_allocations(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUMEM_PYTHON_TORCH_ALLOCATOR_H */

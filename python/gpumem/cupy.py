@@ -1,0 +1,94 @@
+"""gpumem as CuPy's allocator.
+
+    import cupy, gpumem.cupy
+    gpumem.cupy.use()                      # or cupy.cuda.set_allocator(gpumem.cupy.malloc)
+    gpumem.cupy.use(pinned=True)           # also cupy.cuda.set_pinned_memory_allocator
+
+malloc(nbytes) allocates stream-ordered on CuPy's current stream from the current device's gpumem
+manager (gpumem.set_memory_manager); the memory goes back on that stream when CuPy drops the last
+reference. Out of memory: gc.collect() and one retry, then cupy.cuda.memory.OutOfMemoryError
+(a MemoryError; the gpumem error is its __cause__).
+
+Streams: the pool keeps memory freed on a stream for that stream, so a stream must not be
+destroyed while the pool holds such memory. This module keeps a reference to every CuPy stream it
+allocated on, so CuPy cannot destroy one behind the pool's back; release_stream(stream) (after the
+stream's allocations are freed) or empty_cache() gives a stream back to the pool and drops that
+reference. The null and per-thread default streams need none of this. An ExternalStream is the
+caller's: call release_stream before destroying what it wraps.
+
+Thread safety: as CuPy's allocator interface (any thread; the stream table is guarded by the GIL).
+This module imports cupy when imported itself; ``import gpumem`` does not.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import cupy as _cupy
+from cupy.cuda import memory as _memory
+from cupy.cuda import runtime as _runtime
+
+from . import _gpumem
+from ._errors import OutOfMemoryError as _GpumemOutOfMemory
+
+__all__ = ["malloc", "pinned_malloc", "use", "release_stream", "empty_cache"]
+
+_streams: dict = {}  # (device, handle) -> the CuPy stream object, kept alive
+
+
+def _raise_oom(nbytes: int, error: _GpumemOutOfMemory) -> None:
+    raise _memory.OutOfMemoryError(nbytes, error.current_bytes, 0) from error
+
+
+def malloc(nbytes: int) -> "_memory.MemoryPointer":
+    """The allocator for cupy.cuda.set_allocator: stream-ordered on the current stream."""
+    device = _runtime.getDevice()
+    stream = _cupy.cuda.get_current_stream()
+    handle = stream.ptr
+    if handle > 2 and (device, handle) not in _streams:  # 0 null, 1 legacy, 2 per-thread
+        _streams[(device, handle)] = stream
+    try:
+        allocation = _gpumem.allocate(nbytes, handle, device)
+    except _GpumemOutOfMemory:
+        gc.collect()
+        try:
+            allocation = _gpumem.allocate(nbytes, handle, device)
+        except _GpumemOutOfMemory as error:
+            _raise_oom(nbytes, error)
+    return _memory.MemoryPointer(
+        _memory.UnownedMemory(allocation.ptr, nbytes, allocation, device), 0)
+
+
+def pinned_malloc(nbytes: int) -> Any:
+    """The allocator for cupy.cuda.set_pinned_memory_allocator: pinned host memory of gpumem."""
+    host = _gpumem.memhostalloc(nbytes, device=_runtime.getDevice())
+    return _cupy.cuda.PinnedMemoryPointer(host, 0)
+
+
+def use(pinned: bool = False) -> None:
+    """Installs malloc (and pinned_malloc when ``pinned``) as CuPy's allocators."""
+    _cupy.cuda.set_allocator(malloc)
+    if pinned:
+        _cupy.cuda.set_pinned_memory_allocator(pinned_malloc)
+
+
+def release_stream(stream: Any) -> None:
+    """Gives ``stream`` back: waits for it, tells the pool (which returns what it kept for the
+    stream) and drops this module's reference. Call it after the stream's allocations are freed."""
+    handle = stream.ptr
+    for key in [k for k in _streams if k[1] == handle]:
+        kept = _streams.pop(key)
+        kept.synchronize()
+        _gpumem.release_stream(handle, key[0])
+
+
+def empty_cache() -> None:
+    """Releases every stream this module keeps and resets each device's manager (the pool gives
+    its free chunks back)."""
+    devices = {key[0] for key in _streams}
+    for stream in list(_streams.values()):
+        release_stream(stream)
+    devices.add(_runtime.getDevice())
+    for device in devices:
+        _gpumem.reset(device)

@@ -1,0 +1,144 @@
+"""gpumem as Numba's memory manager: an EMM plugin (numba-cuda's External Memory Management).
+
+    NUMBA_CUDA_MEMORY_MANAGER=gpumem.numba python app.py
+    # or, before the first CUDA use:  numba.cuda.set_memory_manager(gpumem.numba.GpumemNumbaManager)
+
+Device memory comes from the device's gpumem memory manager (gpumem.set_memory_manager; by
+default GPUMEM_MEMORY_MANAGER's choice). Host memory (pinned, mapped, managed) stays Numba's own
+(HostOnlyCUDAMemoryManager); IPC export uses Numba's GetIpcHandleMixin (valid for the default and
+pool managers; the async manager's memory cannot be exported with legacy IPC).
+
+memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
+memory goes back when the Python object dies, without a weakref.finalize per allocation.
+
+defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
+With the default manager every device free is queued, so nothing is freed inside; the pool and
+async managers return device memory to their pool at once (it stays gpumem's, not the driver's).
+
+reset() (ctx.reset(), cuda.close()) resets the manager and closes gpumem's context of the device:
+cuda.close() resets the primary context next, which destroys every allocation in it, so gpumem must
+never hand out memory of the old context again.
+
+This module imports numba when imported itself; ``import gpumem`` does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Iterator
+
+from numba import cuda as _cuda
+from numba.cuda.cudadrv import driver as _driver
+
+from . import _gpumem
+from ._errors import OutOfMemoryError as _GpumemOutOfMemory
+
+__all__ = ["GpumemNumbaManager", "OutOfMemoryError"]
+
+_binding = _driver.binding
+
+
+class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
+    """Out of device memory through gpumem: catchable as Numba's CudaAPIError or MemoryError;
+    ``requested_bytes`` as gpumem.OutOfMemoryError."""
+
+    def __init__(self, error: _GpumemOutOfMemory) -> None:
+        code = _binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+        super().__init__(code, str(error))
+        self.requested_bytes = error.requested_bytes
+        self.allocator = error.allocator
+        self.current_bytes = error.current_bytes
+        self.peak_bytes = error.peak_bytes
+
+
+class _GpumemPointer(_cuda.MemoryPointer):
+    """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object)."""
+
+    __cuda_memory__ = True
+
+    def __init__(self, context, allocation, size: int) -> None:  # no super().__init__: no finalizer
+        pointer = _binding.CUdeviceptr(allocation.ptr)
+        self.context = context
+        self.device_pointer = pointer
+        self.size = size
+        self._cuda_memsize_ = size
+        self.is_managed = False
+        self.refct = 1
+        self.handle = pointer
+        self._owner = None
+        self._allocation = allocation
+
+
+class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManager):
+    """Numba's EMM plugin over gpumem (one instance per Numba context, i.e. per device)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        # No CUDA and no gpumem here: set_memory_manager builds one with context=None only to read
+        # interface_version.
+        super().__init__(*args, **kwargs)
+        self._device = None
+        self._context_proxy = None
+
+    def initialize(self) -> None:
+        # Called on every context push: cheap after the first call.
+        if self._device is not None:
+            return
+        import weakref
+
+        self._device = self.context.device.id
+        self._context_proxy = weakref.proxy(self.context)
+        _gpumem.manager_name(self._device)  # binds gpumem's context of the device now
+        # Numba's host queue counts mapped bytes against a capacity that only Numba's own manager
+        # sets; left at 0, every mapped free would flush the queue.
+        try:
+            _free, total = _driver.driver.cuMemGetInfo()
+            self.deallocations.memory_capacity = total
+        except Exception:  # pragma: no cover - informational only
+            pass
+
+    def memalloc(self, size: int):
+        if self._device is None:
+            self.initialize()
+        try:
+            allocation = _gpumem.memalloc(size, self._device)
+        except _GpumemOutOfMemory:
+            gc.collect()  # arrays in reference cycles hold memory only the collector frees
+            try:
+                allocation = _gpumem.memalloc(size, self._device)
+            except _GpumemOutOfMemory as error:
+                raise OutOfMemoryError(error) from error
+        return _GpumemPointer(self._context_proxy, allocation, size)
+
+    def get_memory_info(self):
+        # gpumem.NotSupportedError is a NotImplementedError, which Numba's callers expect.
+        free, total = _gpumem.memory_info(self._device if self._device is not None else
+                                          self.context.device.id)
+        return _cuda.MemoryInfo(free=free, total=total)
+
+    def reset(self) -> None:
+        super().reset()
+        if self.context is None:
+            return
+        device = self.context.device.id
+        _gpumem.reset(device)
+        # cuda.close() follows with a primary-context reset: drop gpumem's state of the device.
+        _gpumem.close(device)
+        self._device = None
+
+    @contextlib.contextmanager
+    def defer_cleanup(self) -> Iterator[None]:
+        device = self._device if self._device is not None else self.context.device.id
+        with super().defer_cleanup():
+            guard = _gpumem.defer_cleanup(device)
+            try:
+                yield
+            finally:
+                guard.release()
+
+    @property
+    def interface_version(self) -> int:
+        return 1
+
+
+_numba_memory_manager = GpumemNumbaManager

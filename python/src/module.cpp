@@ -1,0 +1,353 @@
+// gpumem._gpumem: the nanobind extension behind the gpumem Python package. Thin bindings of the
+// manager layer: per-device manager choice, stream-ordered and EMM allocation, statistics,
+// deferral, host memory, IPC export, the CSV allocation log's replay; gpumem's C++ errors become
+// the Python exceptions of gpumem/_errors.py with their fields. The Python modules around it
+// (gpumem/*.py) hold the framework bridges. Allocation paths keep the GIL (they never block on the
+// device, and releasing it costs more than they do).
+#include <gpumem/core/error.hpp>
+#include <gpumem/manager/cleanup_guard.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/log_replay.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "managers.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace gpumem::python {
+namespace {
+
+int device_or_current(std::optional<int> device) {
+  return device ? *device : backend().current_device();
+}
+
+stream_handle to_stream(std::uintptr_t value) {
+  return reinterpret_cast<stream_handle>(value);  // NOLINT: handles cross as integers
+}
+
+memory_manager& manager_of(std::optional<int> device) {
+  return get_context(device_or_current(device)).memory_manager();
+}
+
+// Device memory owned by a Python object: freed (through its manager, on its stream for
+// stream-ordered memory) when the object dies or free() is called.
+struct allocation {
+  memory_pointer memory;
+  int device = 0;
+  std::uintptr_t ptr() const noexcept {
+    return reinterpret_cast<std::uintptr_t>(memory.device_pointer());
+  }
+};
+
+struct host_allocation {
+  host_memory memory;
+  int device = 0;
+};
+
+// defer_cleanup()'s guard; release() ends the deferral (idempotent).
+struct deferral {
+  cleanup_guard guard;
+};
+
+// Python exception classes live in gpumem/_errors.py; the translator raises them with fields.
+void raise_python(char const* name, nb::object const& instance) {  // name: for readers
+  (void)name;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+}
+
+nb::object errors_module() {
+  return nb::module_::import_("gpumem._errors");
+}
+
+void translate(std::exception_ptr const& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (out_of_memory const& e) {
+    nb::object cls = errors_module().attr("OutOfMemoryError");
+    raise_python("OutOfMemoryError", cls(e.what(), e.requested_bytes(), e.allocator(),
+                                         e.current_bytes(), e.peak_bytes()));
+  } catch (not_supported const& e) {
+    raise_python("NotSupportedError", errors_module().attr("NotSupportedError")(e.what()));
+  } catch (logic_error const& e) {
+    raise_python("InvalidArgumentError", errors_module().attr("InvalidArgumentError")(e.what()));
+  } catch (cuda_error const& e) {
+    nb::object cls = errors_module().attr("CudaError");
+    raise_python("CudaError", cls(e.what(), e.code(), e.code_name(), e.call()));
+  } catch (error const& e) {
+    raise_python("GpumemError", errors_module().attr("GpumemError")(e.what()));
+  }
+}
+
+pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
+                               std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
+                               bool expandable, bool trim_before_growth) {
+  pool_options o;
+  o.initial_size = initial_size;
+  o.chunk_size = chunk_size;
+  if (maximum_size) o.maximum_size = *maximum_size;
+  o.max_cached_size = max_cached_size;
+  o.expandable = expandable;
+  o.trim_before_growth = trim_before_growth;
+  return o;
+}
+
+// (fields of memory_statistics in declaration order, manager name)
+nb::dict statistics_of(std::optional<int> device) {
+  memory_manager& m = manager_of(device);
+  memory_statistics const s = m.get_memory_statistics();
+  nb::dict d;
+  d["device"] = device_or_current(device);
+  d["manager"] = m.name();
+  d["bytes_in_use"] = s.bytes_in_use;
+  d["peak_bytes"] = s.peak_bytes;
+  d["held_bytes"] = s.held_bytes;
+  d["allocations"] = s.allocations;
+  d["total_allocations"] = s.total_allocations;
+  d["out_of_memory_retries"] = s.out_of_memory_retries;
+  d["pending_count"] = s.pending_count;
+  d["pending_bytes"] = s.pending_bytes;
+  return d;
+}
+
+// Replays a CSV log against a fresh manager-like stack: "pool" (with options) or "cuda" (the
+// backend's plain allocations). Returns the result's fields and the pool's held bytes after every
+// replayed event (empty for "cuda").
+nb::dict replay_file(std::string const& path, std::string const& target, pool_options const& opts,
+                     bool honour_streams) {
+  std::vector<log_event> const events = parse_log_file(path);
+  cuda_resource upstream;
+  std::optional<pool_resource> pool;
+  memory_resource* resource = &upstream;
+  std::vector<std::size_t> held;
+  replay_options options;
+  options.honour_streams = honour_streams;
+  if (target == "pool") {
+    pool.emplace(upstream, opts);
+    resource = &*pool;
+    options.held_bytes = [&] {
+      std::size_t const h = pool->statistics().held_bytes;
+      held.push_back(h);
+      return h;
+    };
+  } else {
+    GPUMEM_EXPECTS(target == "cuda",
+                   "replay_log: target must be 'pool' or 'cuda', not '" + target + "'");
+  }
+  // The replay's streams are ours, made before and destroyed after the pool (which keeps state
+  // per stream until release_stream): up to 8, shared round-robin by the logged streams.
+  std::vector<stream_handle> streams;
+  if (honour_streams) {
+    for (int i = 0; i < 8; ++i)
+      streams.push_back(backend().create_stream(true));
+    options.streams = streams;
+  }
+  replay_result r;
+  try {
+    r = replay(events, *resource, options);
+  } catch (...) {
+    if (pool)
+      for (stream_handle s : streams)
+        pool->release_stream(s);
+    pool.reset();
+    for (stream_handle s : streams)
+      backend().destroy_stream(s);
+    throw;
+  }
+  if (pool)
+    for (stream_handle s : streams)
+      pool->release_stream(s);
+  pool.reset();
+  for (stream_handle s : streams)
+    backend().destroy_stream(s);
+  nb::dict d;
+  d["events"] = r.events;
+  d["allocations"] = r.allocations;
+  d["frees"] = r.frees;
+  d["logged_failures"] = r.logged_failures;
+  d["unmatched_frees"] = r.unmatched_frees;
+  d["out_of_memory"] = r.out_of_memory;
+  d["leftover_allocations"] = r.leftover_allocations;
+  d["peak_live_bytes"] = r.peak_live_bytes;
+  d["peak_held_bytes"] = r.peak_held_bytes;
+  d["fragmentation"] = r.fragmentation();
+  d["seconds"] = r.seconds;
+  d["held"] = held;
+  return d;
+}
+
+}  // namespace
+}  // namespace gpumem::python
+
+NB_MODULE(_gpumem, m) {
+  using namespace gpumem;
+  using namespace gpumem::python;
+  nb::register_exception_translator(&translate);
+
+  nb::class_<allocation>(m, "Allocation",
+                         "Device memory owned by this object: freed when it dies or on free().")
+      .def_prop_ro("ptr", &allocation::ptr)
+      .def_prop_ro("size", [](allocation const& a) { return a.memory.size(); })
+      .def_ro("device", &allocation::device)
+      .def(
+          "free", [](allocation& a) { a.memory = memory_pointer(); },
+          "Frees now (idempotent); ptr is 0 afterwards.")
+      .def("__int__", &allocation::ptr)
+      .def("__repr__", [](allocation const& a) {
+        return "<gpumem.Allocation ptr=0x" +
+               [&] {
+                 char buf[32];
+                 std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(a.ptr()));
+                 return std::string(buf);
+               }() +
+               " size=" + std::to_string(a.memory.size()) + " device=" + std::to_string(a.device) +
+               ">";
+      });
+
+  nb::class_<host_allocation>(m, "HostAllocation", "Pinned host memory owned by this object.")
+      .def_prop_ro("ptr",
+                   [](host_allocation const& h) {
+                     return reinterpret_cast<std::uintptr_t>(h.memory.host_pointer());
+                   })
+      .def_prop_ro("size", [](host_allocation const& h) { return h.memory.size(); })
+      .def_prop_ro("mapped", [](host_allocation const& h) { return h.memory.is_mapped(); })
+      .def_prop_ro("device_ptr",
+                   [](host_allocation const& h) {
+                     return reinterpret_cast<std::uintptr_t>(h.memory.device_pointer());
+                   })
+      .def_ro("device", &host_allocation::device)
+      .def("free", [](host_allocation& h) { h.memory = host_memory(); });
+
+  nb::class_<deferral>(m, "Deferral", "A defer_cleanup() guard; release() ends it.")
+      .def("release", [](deferral& d) { d.guard.reset(); });
+
+  m.def("device_count", [] { return backend().device_count(); });
+  m.def("current_device", [] { return backend().current_device(); });
+  m.def("registered_memory_managers", &registered_memory_managers);
+
+  m.def(
+      "set_memory_manager",
+      [](std::string name, std::optional<int> device, std::string log, std::size_t initial_size,
+         std::size_t chunk_size, std::optional<std::size_t> maximum_size,
+         std::size_t max_cached_size, bool expandable, bool trim_before_growth) {
+        manager_spec spec;
+        spec.name = std::move(name);
+        spec.log_path = std::move(log);
+        spec.pool = make_pool_options(initial_size, chunk_size, maximum_size, max_cached_size,
+                                      expandable, trim_before_growth);
+        set_manager(spec, device);
+      },
+      "name"_a, "device"_a = nb::none(), "log"_a = "", "initial_size"_a = 0,
+      "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
+      "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
+      "trim_before_growth"_a = true);
+  m.def("reset_memory_managers", &reset_managers);
+  m.def(
+      "manager_name", [](std::optional<int> device) { return manager_of(device).name(); },
+      "device"_a = nb::none());
+
+  m.def(
+      "memalloc",
+      [](std::size_t bytes, std::optional<int> device) {
+        int const dev = device_or_current(device);
+        return allocation{get_context(dev).memory_manager().memalloc(bytes), dev};
+      },
+      "bytes"_a, "device"_a = nb::none());
+  m.def(
+      "allocate",
+      [](std::size_t bytes, std::uintptr_t stream, std::optional<int> device) {
+        int const dev = device_or_current(device);
+        return allocation{get_context(dev).memory_manager().allocate(bytes, to_stream(stream)),
+                          dev};
+      },
+      "bytes"_a, "stream"_a = 0, "device"_a = nb::none());
+  m.def(
+      "memhostalloc",
+      [](std::size_t bytes, bool mapped, bool portable, bool write_combined,
+         std::optional<int> device) {
+        int const dev = device_or_current(device);
+        host_alloc_flags flags;
+        flags.mapped = mapped;
+        flags.portable = portable;
+        flags.write_combined = write_combined;
+        return host_allocation{get_context(dev).memory_manager().memhostalloc(bytes, flags), dev};
+      },
+      "bytes"_a, "mapped"_a = false, "portable"_a = false, "write_combined"_a = false,
+      "device"_a = nb::none());
+  m.def(
+      "release_stream",
+      [](std::uintptr_t stream, std::optional<int> device) {
+        manager_of(device).release_stream(to_stream(stream));
+      },
+      "stream"_a, "device"_a = nb::none());
+  m.def(
+      "get_ipc_handle",
+      [](allocation const& a) {
+        ipc_handle h = get_context(a.device).memory_manager().get_ipc_handle(a.memory);
+        auto const& raw = h.handle();
+        return std::make_tuple(nb::bytes(reinterpret_cast<char const*>(raw.data()), raw.size()),
+                               h.size(), h.offset());
+      },
+      "allocation"_a);
+
+  m.def("statistics", &statistics_of, "device"_a = nb::none());
+  m.def(
+      "memory_info",
+      [](std::optional<int> device) {
+        memory_info const i = manager_of(device).get_memory_info();
+        return std::make_tuple(i.free, i.total);
+      },
+      "device"_a = nb::none());
+  m.def(
+      "defer_cleanup",
+      [](std::optional<int> device) { return deferral{manager_of(device).defer_cleanup()}; },
+      "device"_a = nb::none());
+  m.def(
+      "flush",
+      [](std::optional<int> device) {
+        return manager_of(device).owning_context().pending_deallocations().flush();
+      },
+      "device"_a = nb::none());
+  m.def(
+      "reset", [](std::optional<int> device) { manager_of(device).reset(); },
+      "device"_a = nb::none());
+  m.def(
+      "close",
+      [](std::optional<int> device) {
+        if (device)
+          gpumem::close(*device);
+        else
+          gpumem::close();
+      },
+      "device"_a = nb::none());
+
+  m.def(
+      "replay_log",
+      [](std::string const& path, std::string const& target, std::size_t initial_size,
+         std::size_t chunk_size, std::optional<std::size_t> maximum_size,
+         std::size_t max_cached_size, bool expandable, bool trim_before_growth,
+         bool honour_streams) {
+        return replay_file(path, target,
+                           make_pool_options(initial_size, chunk_size, maximum_size,
+                                             max_cached_size, expandable, trim_before_growth),
+                           honour_streams);
+      },
+      "path"_a, "target"_a = "pool", "initial_size"_a = 0,
+      "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
+      "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
+      "trim_before_growth"_a = true, "honour_streams"_a = true);
+}

@@ -1,0 +1,73 @@
+"""The CSV allocation log: written by the pool manager, replayed, drawn by gpumem.plot."""
+
+import csv
+
+import pytest
+
+import gpumem
+
+
+def write_log(path):
+    gpumem.set_memory_manager("pool", 0, log=str(path))
+    kept = []
+    for i in range(1, 40):
+        a = gpumem.allocate(i * 4096, stream=0, device=0)
+        if i % 3 == 0:
+            kept.append(a)
+    big = gpumem.allocate(8 << 20, device=0)
+    del big, kept
+    gpumem.close(0)  # flushes and closes the log
+
+
+def test_pool_writes_a_csv_log(tmp_path):
+    path = tmp_path / "log.csv"
+    write_log(path)
+    rows = list(csv.DictReader(open(path)))
+    assert rows[0].keys() >= {"Thread", "Time", "Action", "Pointer", "Size", "Stream"}
+    allocations = [r for r in rows if r["Action"] == "allocate"]
+    frees = [r for r in rows if r["Action"] == "free"]
+    assert len(allocations) == 40
+    assert len(frees) == 40
+    assert int(allocations[-1]["Size"]) == 8 << 20
+
+
+def test_replay_reports_peaks_and_held_bytes(tmp_path):
+    path = tmp_path / "log.csv"
+    write_log(path)
+    result = gpumem.replay_log(str(path), "pool")
+    assert result["allocations"] == 40 and result["frees"] == 40
+    assert result["peak_live_bytes"] >= 8 << 20
+    assert result["peak_held_bytes"] >= result["peak_live_bytes"]
+    assert len(result["held"]) == 80, "one held sample after each allocation and free"
+    assert result["fragmentation"] >= 1.0
+    with pytest.raises(ValueError):
+        gpumem.replay_log(str(path), "bogus")
+    with pytest.raises(ValueError):
+        gpumem.replay_log(str(tmp_path / "missing.csv"))
+
+
+def test_plot_renders_png_and_html(tmp_path):
+    pytest.importorskip("matplotlib")
+    from gpumem import plot
+
+    path = tmp_path / "log.csv"
+    write_log(path)
+    t = plot.timeline(plot.read_log(str(path)))
+    assert max(t.in_use) == t.in_use[t.peak_index]
+    assert t.live_at_peak[0][0] == 8 << 20, "the largest live allocation at the peak comes first"
+    png = tmp_path / "timeline.png"
+    assert plot.main([str(path), "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = tmp_path / "timeline.html"
+    assert plot.main([str(path), "-o", str(html), "--held", "none"]) == 0
+    text = html.read_text()
+    assert "data:image/png;base64," in text and "8.0 MiB" in text
+
+
+def test_plot_rejects_a_file_that_is_not_a_log(tmp_path, capsys):
+    from gpumem import plot
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    assert plot.main([str(bad), "-o", str(tmp_path / "x.png")]) == 2
+    assert "not an allocation log" in capsys.readouterr().err

@@ -1,0 +1,24 @@
+// The defaults of memory_manager's stream-ordered additions (memory_manager.hpp): what a manager
+// that knows nothing of streams can still promise.
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager.hpp>
+
+namespace gpumem {
+
+// memalloc's memory is usable by every stream once it returns, and its finalizer frees only what
+// no device work uses any more: that is the stream-ordered contract, with more waiting.
+memory_pointer memory_manager::allocate(std::size_t bytes, stream_handle) {
+  return memalloc(bytes);
+}
+
+void memory_manager::release_stream(stream_handle) {}
+
+memory_statistics memory_manager::get_memory_statistics() const {
+  memory_statistics s;
+  pending_deallocations const& queue = owning_context().pending_deallocations();
+  s.pending_count = queue.size();
+  s.pending_bytes = queue.bytes();
+  return s;
+}
+
+}  // namespace gpumem

@@ -1,0 +1,45 @@
+// Internal: the counters behind memory_statistics for managers that count their own allocations
+// (resource_memory_manager). Shared by the manager and its pointers' finalizers (which may outlive
+// it); lock-free atomics, so a snapshot is consistent per field.
+#pragma once
+
+#include <gpumem/manager/memory_statistics.hpp>
+
+#include <atomic>
+#include <cstddef>
+
+namespace gpumem::detail {
+
+struct usage_counters {
+  std::atomic<std::size_t> allocations{0};
+  std::atomic<std::size_t> frees{0};
+  std::atomic<std::size_t> bytes_in_use{0};
+  std::atomic<std::size_t> peak_bytes{0};
+  std::atomic<std::size_t> retries{0};
+
+  void on_allocate(std::size_t bytes, bool retried) noexcept {
+    allocations.fetch_add(1, std::memory_order_relaxed);
+    if (retried) retries.fetch_add(1, std::memory_order_relaxed);
+    std::size_t const now = bytes_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = peak_bytes.load(std::memory_order_relaxed);
+    while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+  }
+  void on_free(std::size_t bytes) noexcept {
+    frees.fetch_add(1, std::memory_order_relaxed);
+    bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  // Everything but held_bytes and the queue, which the caller knows.
+  memory_statistics snapshot() const noexcept {
+    memory_statistics s;
+    s.total_allocations = allocations.load(std::memory_order_relaxed);
+    std::size_t const freed = frees.load(std::memory_order_relaxed);
+    s.allocations = s.total_allocations > freed ? s.total_allocations - freed : 0;
+    s.bytes_in_use = bytes_in_use.load(std::memory_order_relaxed);
+    s.peak_bytes = peak_bytes.load(std::memory_order_relaxed);
+    s.out_of_memory_retries = retries.load(std::memory_order_relaxed);
+    return s;
+  }
+};
+
+}  // namespace gpumem::detail

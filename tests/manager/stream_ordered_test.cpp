@@ -1,0 +1,86 @@
+// The manager additions for stream-passing frameworks (CuPy, PyTorch): allocate(bytes, stream),
+// release_stream, get_memory_statistics, and close(device).
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/default_memory_manager.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+
+#include <gtest/gtest.h>
+
+#include "scoped_backend.hpp"
+
+namespace gpumem {
+namespace {
+
+TEST(stream_ordered, pool_manager_counts_allocations_on_a_stream_and_frees_on_drop) {
+  test::scoped_backend device(64 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  {
+    memory_pointer a = m.allocate(3 * KiB, s);
+    memory_pointer b = m.allocate(MiB, s);
+    ASSERT_NE(a.device_pointer(), nullptr);
+    ASSERT_NE(b.device_pointer(), nullptr);
+    memory_statistics const st = m.get_memory_statistics();
+    EXPECT_EQ(st.bytes_in_use, 3 * KiB + MiB);
+    EXPECT_EQ(st.allocations, 2u);
+    EXPECT_EQ(st.total_allocations, 2u);
+    EXPECT_GE(st.held_bytes, st.bytes_in_use) << "the pool holds at least what it handed out";
+  }
+  memory_statistics const after = m.get_memory_statistics();
+  EXPECT_EQ(after.bytes_in_use, 0u);
+  EXPECT_EQ(after.allocations, 0u);
+  EXPECT_EQ(after.total_allocations, 2u);
+  EXPECT_EQ(after.peak_bytes, 3 * KiB + MiB);
+  EXPECT_GT(after.held_bytes, 0u) << "the pool keeps its chunk";
+  m.release_stream(s);  // the pool gives back what it kept for s
+  backend().destroy_stream(s);
+  EXPECT_EQ(m.allocate(0, nullptr).device_pointer(), nullptr);
+}
+
+TEST(stream_ordered, default_manager_serves_allocate_through_memalloc_with_deferred_frees) {
+  test::scoped_backend device(64 * MiB);
+  context ctx(0, [](context& c) { return std::make_unique<default_memory_manager>(c); });
+  memory_manager& m = ctx.memory_manager();
+  { memory_pointer a = m.allocate(KiB, nullptr); }
+  memory_statistics const st = m.get_memory_statistics();
+  EXPECT_EQ(st.pending_count, 1u) << "the default manager defers the free";
+  EXPECT_EQ(st.bytes_in_use, KiB) << "queued frees still count as in use";
+  EXPECT_EQ(st.held_bytes, KiB);
+  m.release_stream(nullptr);  // nothing kept per stream: a no-op
+  EXPECT_EQ(ctx.pending_deallocations().flush(), 1u);
+  EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
+}
+
+TEST(stream_ordered, out_of_memory_on_a_stream_keeps_the_requested_bytes) {
+  test::scoped_backend device(8 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  try {
+    (void)ctx.memory_manager().allocate(64 * MiB, nullptr);
+    FAIL() << "64 MiB cannot come from an 8 MiB device";
+  } catch (out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), 64 * MiB);
+  }
+}
+
+TEST(stream_ordered, close_one_device_leaves_the_others_and_keeps_live_memory_valid) {
+  test::scoped_backend device(64 * MiB);
+  set_memory_manager(load_memory_manager("pool"));
+  context* const first = &get_context(0);
+  memory_pointer live = first->memory_manager().allocate(KiB, nullptr);
+  close(0);
+  close(0);  // closing a device without a context is a no-op
+  EXPECT_EQ(live.size(), KiB) << "memory outlives its closed context";
+  memory_pointer fresh = get_context(0).memory_manager().allocate(KiB, nullptr);
+  EXPECT_EQ(get_context(0).memory_manager().get_memory_statistics().total_allocations, 1u)
+      << "a new context, with a new manager, serves device 0 after close(0)";
+  live = memory_pointer();  // freed into the old pool, which the pointer kept alive
+  fresh = memory_pointer();
+  set_memory_manager({});
+  close();
+}
+
+}  // namespace
+}  // namespace gpumem
