@@ -3,6 +3,7 @@
 #   1. configure and build everything for sm_90 (warnings are errors),
 #   2. run every test (host-labelled and gpu-labelled; gpu tests on the cuda backend),
 #   3. run every benchmark (bench_*),
+#   3b. install the Python package and run its tests, numba-cuda's memory tests and bench/python_alloc.py,
 #   4. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt),
 #      last: the slowest part, so a run cut off by a time limit still has the figures;
 #   5. print a short summary table last.
@@ -51,16 +52,23 @@ if compgen -G ".whl/librmm*.whl" >/dev/null && compgen -G ".whl/rapids_logger*.w
     rmm=(-DGPUMEM_RMM_ROOT="$root/build/rmm-site")
 fi
 
-step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON "${rmm[@]}"
-step build "$out/build.log" cmake --build "$build" -j "$jobs"
-
-step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure
-step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 4 --output-on-failure
-
-# GPUMEM_CHECK_SKIP="bench sanitizers" leaves parts out (a machine lent for a limited time per
-# command may need the check split over two runs).
+# GPUMEM_CHECK_SKIP leaves parts out (a machine lent for a limited time per command may need the
+# check split over runs): any of "build" (configure and build; then no CTest or sanitizer runs and no C++
+# benchmarks), "tests", "bench", "python", "sanitizers".
 skip=" ${GPUMEM_CHECK_SKIP:-} "
+[[ "$skip" == *" build "* ]] && skip="$skip tests sanitizers "
+
+if [[ "$skip" != *" build "* ]]; then
+  step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON "${rmm[@]}"
+  step build "$out/build.log" cmake --build "$build" -j "$jobs"
+fi
+
+if [[ "$skip" != *" tests "* ]]; then
+  step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure
+  step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 4 --output-on-failure
+fi
+
 
 # Benchmarks: each prints its own table; keep them all in one log and show their tails.
 : >"$out/bench.log"
@@ -71,6 +79,30 @@ for bench in "$build"/bench/bench_*; do
   step "$name" "$out/$name.log" env GPUMEM_DEVICE=cuda timeout 300 "$bench"
   { echo "===== $name"; cat "$out/$name.log"; } >>"$out/bench.log"
 done
+
+# The Python package on the GPU: built with the cuda backend and installed (no registry there:
+# --no-build-isolation, the build requirements come from the machine), then its own tests with the
+# frameworks present, numba-cuda's memory-management tests with gpumem as Numba's memory manager
+# (and, to compare, with Numba's own), and bench/python_alloc.py.
+if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
+  step "python package (pip install)" "$out/python-install.log" env PIP_BREAK_SYSTEM_PACKAGES=1 \
+    python3 -m pip install -v --no-build-isolation --no-deps \
+    -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 .
+  step "python tests (gpu)" "$out/python-pytest.log" env -C /tmp GPUMEM_TEST_GPU=1 GPUMEM_DEVICE=cuda \
+    timeout 300 python3 -m pytest -q -rs "$root/python/tests"
+  numba_tests=(numba.cuda.tests.cudadrv.test_emm_plugins numba.cuda.tests.cudadrv.test_deallocations
+    numba.cuda.tests.cudadrv.test_managed_alloc numba.cuda.tests.cudapy.test_ipc)
+  step "numba EMM tests (gpumem.numba)" "$out/numba-gpumem.log" env -C /tmp \
+    NUMBA_CUDA_MEMORY_MANAGER=gpumem.numba timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
+    --pyargs "${numba_tests[@]}"
+  step "numba EMM tests (Numba's own)" "$out/numba-default.log" env -C /tmp \
+    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider --pyargs "${numba_tests[@]}"
+  if [[ "$skip" != *" bench "* ]]; then
+    step "bench python_alloc.py" "$out/bench_python_alloc.log" env -C /tmp timeout 300 \
+      python3 "$root/bench/python_alloc.py"
+    { echo "===== python_alloc.py"; cat "$out/bench_python_alloc.log"; } >>"$out/bench.log"
+  fi
+fi
 
 # compute-sanitizer on every gpu-labelled test executable.
 tests=$(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
