@@ -1,0 +1,39 @@
+// gpumem/strings/detail/heap.hpp
+//
+// The strings layer's door to the NRT heap: out-of-line wrappers of NRT_Allocate and NRT_Free, so
+// that every string type shares one copy of the heap code per translation unit (device code
+// compiles faster, hot paths stay small). Not API.
+#pragma once
+
+#include <gpumem/core/config.hpp>
+#include <gpumem/nrt/meminfo.hpp>
+#include <gpumem/strings/types.hpp>
+
+#include <cstddef>
+
+namespace gpumem::strings::detail {
+
+// Null when there is no current memory system (code not run by nrt::launch), when the heap is
+// exhausted (recorded for memsys::check()), or for a byte count that is not positive.
+GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline void* heap_allocate(size_type bytes) {
+  if (bytes <= 0) return nullptr;
+  return NRT_Allocate(static_cast<std::size_t>(bytes));
+}
+
+GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline void heap_free(void* p) {
+  NRT_Free(p);
+}
+
+// The capacity to allocate for `needed` bytes when `current` are held (`needed` > current):
+// double the current capacity (`minimum` from empty), then powers of two up to 16 KiB (the heap's
+// small size classes round up to them anyway), and at least `needed`. Never wraps.
+GPUMEM_HD inline size_type grown_capacity(size_type current, size_type needed, size_type minimum) {
+  constexpr size_type small_limit = size_type{16} << 10;
+  size_type cap = minimum;
+  if (current > 0) cap = current <= INT64_MAX / 2 ? current * 2 : needed;
+  while (cap < needed && cap < small_limit)
+    cap *= 2;
+  return cap < needed ? needed : cap;
+}
+
+}  // namespace gpumem::strings::detail
