@@ -17,7 +17,8 @@
 //   totals   thread per chunk of chunk_rows rows: sum of the valid rows' bytes, the output's
 //            validity bits for those rows, null and managed counts (one atomic per chunk)
 //   (host)   exclusive scan of the chunk sums: each chunk's first offset, and the total
-//   offsets  thread per chunk: the offsets of its rows (int32 or int64), the last one writes the end
+//   offsets  thread per chunk: the offsets of its rows (int32 or int64); the last chunk also
+//            writes the end
 //   gather   thread per row: copies the row's bytes to chars + offset, then NRT_decref(meminfo)
 //            (with no chars it only releases: the failure path)
 //
