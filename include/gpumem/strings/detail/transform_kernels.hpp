@@ -26,20 +26,23 @@ struct input_rows {
   std::int64_t char_bytes = 0;
 };
 
+// T once per index (a struct, not an alias template: nvcc's host pass drops the pack of an alias).
 template <class T, std::size_t>
-using repeat_type = T;
+struct repeat_type {
+  using type = T;
+};
 
 template <class F, class Seq>
 struct takes_views;
 template <class F, std::size_t... I>
 struct takes_views<F, std::index_sequence<I...>>
-    : std::is_invocable<F const&, repeat_type<string_view, I>...> {};
+    : std::is_invocable<F const&, typename repeat_type<string_view, I>::type...> {};
 
 template <class F, class Seq>
 struct takes_nullables;
 template <class F, std::size_t... I>
 struct takes_nullables<F, std::index_sequence<I...>>
-    : std::is_invocable<F const&, repeat_type<nullable_string, I>...> {};
+    : std::is_invocable<F const&, typename repeat_type<nullable_string, I>::type...> {};
 
 template <class F, std::size_t N, std::size_t... I>
 GPUMEM_HD udf_result call_udf(F const& f, string_view const (&args)[N], bool const (&valid)[N],
