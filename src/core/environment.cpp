@@ -35,6 +35,10 @@ std::vector<environment_variable> const& table() {
        "memory of every memory manager made afterwards."},
       {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count, e.g. 1GiB",
        "Size of the device heap used by the device runtime (nrt/)."},
+      {"GPUMEM_STRING_HEAP_FACTOR", "3", "ratio", "a number >= 0, e.g. 2.5",
+       "strings::transform makes a heap of this many bytes per byte of input characters ..."},
+      {"GPUMEM_STRING_HEAP_BYTES_PER_ROW", "128", "bytes", "a byte count, e.g. 256",
+       "... plus this many bytes per input row (at least 16 MiB in all)."},
       {"GPUMEM_LOG_LEVEL", "warn", "name", "trace, debug, info, warn, error, off",
        "Lowest level the default log sink prints."},
   };
@@ -81,6 +85,15 @@ std::size_t parse_bytes(char const* name, std::string const& text) {
   return *value;
 }
 
+double parse_factor(char const* name, std::string const& text) {
+  char* end = nullptr;
+  double const value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0 ||
+      value > 1e6)
+    invalid(name, text);
+  return value;
+}
+
 bool parse_flag(char const* name, std::string const& text) {
   if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
   if (text == "0" || text == "false" || text == "off" || text == "no" || text.empty()) return false;
@@ -109,6 +122,10 @@ environment parse() {
     env.debug_memory = parse_flag("GPUMEM_DEBUG_MEMORY", *v);
   if (auto v = read("GPUMEM_DEVICE_HEAP_SIZE"))
     env.device_heap_size = parse_bytes("GPUMEM_DEVICE_HEAP_SIZE", *v);
+  if (auto v = read("GPUMEM_STRING_HEAP_FACTOR"))
+    env.string_heap_factor = parse_factor("GPUMEM_STRING_HEAP_FACTOR", *v);
+  if (auto v = read("GPUMEM_STRING_HEAP_BYTES_PER_ROW"))
+    env.string_heap_bytes_per_row = parse_bytes("GPUMEM_STRING_HEAP_BYTES_PER_ROW", *v);
   if (auto v = read("GPUMEM_LOG_LEVEL"))
     env.log_level =
         parse_choice("GPUMEM_LOG_LEVEL", *v, {"trace", "debug", "info", "warn", "error", "off"});

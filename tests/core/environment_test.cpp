@@ -95,3 +95,22 @@ TEST(environment, table_lists_every_variable_once) {
     for (std::size_t j = i + 1; j < table.size(); ++j)
       EXPECT_STRNE(table[i].name, table[j].name);
 }
+
+TEST(environment, string_heap_sizing_variables) {
+  {
+    scoped_env factor("GPUMEM_STRING_HEAP_FACTOR", "2.5");
+    scoped_env per_row("GPUMEM_STRING_HEAP_BYTES_PER_ROW", "1KiB");
+    gpumem::reload_environment();
+    EXPECT_EQ(gpumem::environment_snapshot().string_heap_factor, 2.5);
+    EXPECT_EQ(gpumem::environment_snapshot().string_heap_bytes_per_row, 1024u);
+  }
+  {
+    scoped_env bad("GPUMEM_STRING_HEAP_FACTOR", "-1");
+    EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_FACTOR"), std::string::npos);
+  }
+  {
+    scoped_env bad("GPUMEM_STRING_HEAP_BYTES_PER_ROW", "many");
+    EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_BYTES_PER_ROW"), std::string::npos);
+  }
+  gpumem::reload_environment();
+}

@@ -33,6 +33,11 @@ struct environment {
   bool debug_memory = false;
   // GPUMEM_DEVICE_HEAP_SIZE: bytes of the device heap the runtime (nrt/) allocates from.
   std::size_t device_heap_size = std::size_t{256} << 20;
+  // GPUMEM_STRING_HEAP_FACTOR: strings::transform sizes the heap it makes as this many bytes per
+  // byte of input characters ...
+  double string_heap_factor = 3.0;
+  // GPUMEM_STRING_HEAP_BYTES_PER_ROW: ... plus this many bytes per row.
+  std::size_t string_heap_bytes_per_row = 128;
   // GPUMEM_LOG_LEVEL: trace, debug, info, warn, error, off.
   std::string log_level = "warn";
 };

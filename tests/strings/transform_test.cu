@@ -1,0 +1,320 @@
+// strings::transform: results, nulls, slices, identity returns, several inputs, and the lifecycle
+// of the NRT memory system (balanced statistics after every call, out-of-memory with nothing
+// leaked, malformed inputs refused). Runs on both backends.
+#include <gpumem/column/strings_column.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/strings/transform.hpp>
+#include <gpumem/strings/udf_string.hpp>
+#include <gpumem/strings/unicode.hpp>
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using gpumem::column;
+using gpumem::strings::nullable_string;
+using gpumem::strings::string_view;
+using gpumem::strings::udf_result;
+using gpumem::strings::udf_string;
+using rows_t = std::vector<std::optional<std::string>>;
+
+// str.upper() for the UDFs below (the strings functions live on their own branch).
+GPUMEM_HD udf_string upper_plus(string_view s, gpumem::strings::size_type extra) {
+  udf_string out;
+  out.reserve(s.size_bytes() + extra);
+  for (char32_t c : s) {
+    gpumem::strings::unicode::case_mapping const m = gpumem::strings::unicode::to_upper(c);
+    for (int i = 0; i < m.count; ++i)
+      out.append(m.cp[i]);
+  }
+  return out;
+}
+
+// The spec's UDF: (s.upper() if len(s) > 2 else s + s) + "abc".
+struct spec_udf {
+  GPUMEM_HD udf_result operator()(string_view s) const {
+    udf_string r;
+    if (s.length() > 2) {
+      r = upper_plus(s, 3);
+    } else {
+      r.reserve(2 * s.size_bytes() + 3);
+      r += s;
+      r += s;
+    }
+    r += string_view("abc");
+    return r;
+  }
+};
+
+struct identity {
+  GPUMEM_HD udf_result operator()(string_view s) const { return s; }
+};
+
+struct literal_or_null {  // sees nulls: null -> "<null>" (a view of a literal), "" -> null
+  GPUMEM_HD udf_result operator()(nullable_string s) const {
+    if (s.is_null()) return string_view("<null>");
+    if (s.value.empty()) return udf_result::null();
+    return s.value;
+  }
+};
+
+struct joined {  // a + "-" + b
+  GPUMEM_HD udf_result operator()(string_view a, string_view b) const {
+    udf_string r(a);
+    r += U'-';
+    r += b;
+    return r;
+  }
+};
+
+struct joined3 {
+  GPUMEM_HD udf_result operator()(string_view a, string_view b, string_view c) const {
+    udf_string r(a);
+    r += b;
+    r += c;
+    return r;
+  }
+};
+
+struct big_copy {  // allocates 64 KiB per row: exhausts a small heap
+  GPUMEM_HD udf_result operator()(string_view s) const {
+    udf_string r(1 << 16, U'x');
+    r += s;
+    return r;
+  }
+};
+
+struct value_error_udf {
+  GPUMEM_HD udf_result operator()(string_view s) const {
+    if (s.size_bytes() == 2) return udf_result::failed(gpumem::strings::errc::value_error);
+    return s;
+  }
+};
+
+std::string python_spec(std::string const& s, std::size_t chars, std::string const& upper) {
+  return (chars > 2 ? upper : s + s) + "abc";
+}
+
+class transform_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ms_ = std::make_unique<gpumem::nrt::memsys>(gpumem::nrt::heap_options{64 * gpumem::MiB},
+                                                gpumem::nrt::memsys_options{true});
+  }
+  // After every call: nothing left allocated in the memory system.
+  void expect_balanced() {
+    EXPECT_NO_THROW(ms_->check());
+    gpumem::nrt::memsys_statistics const s = ms_->statistics();
+    EXPECT_EQ(s.alloc, s.free);
+    EXPECT_EQ(s.mi_alloc, s.mi_free);
+  }
+  gpumem::strings::transform_options with_memsys() {
+    gpumem::strings::transform_options o;
+    o.memsys = ms_.get();
+    o.report = &report_;
+    return o;
+  }
+  std::unique_ptr<gpumem::nrt::memsys> ms_;
+  gpumem::strings::transform_report report_;
+};
+
+TEST_F(transform_test, spec_udf_matches_python_and_balances) {
+  rows_t const in{"hello", "ab", "", "straße", "é", "ﬃx", "日本語", "xy"};
+  // Python's answers, written out (upper() of ß is SS, of ﬃ is FFI).
+  std::vector<std::string> const expected{
+      python_spec("hello", 5, "HELLO"),    python_spec("ab", 2, ""), python_spec("", 0, ""),
+      python_spec("straße", 6, "STRASSE"), python_spec("é", 1, ""),  python_spec("ﬃx", 2, ""),
+      python_spec("日本語", 3, "日本語"),  python_spec("xy", 2, "")};
+  column const c = gpumem::strings_column_from_host(in);
+  column const out = gpumem::strings::transform(c, spec_udf{}, with_memsys());
+  auto const got = out.to_host_strings();
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].has_value()) << i;
+    EXPECT_EQ(*got[i], expected[i]) << "row " << i;
+  }
+  EXPECT_EQ(report_.managed_rows, in.size());
+  EXPECT_FALSE(out.nullable());
+  gpumem::nrt::memsys_statistics const s = ms_->statistics();
+  EXPECT_GE(s.mi_alloc, in.size());  // one managed string per row
+  expect_balanced();
+}
+
+TEST_F(transform_test, own_memsys_reports_balanced_statistics) {
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"abc", "de", "fgh"});
+  gpumem::strings::transform_options o;
+  o.statistics = true;
+  o.report = &report_;
+  column const out = gpumem::strings::transform(c, spec_udf{}, o);
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"ABCabc", "dedeabc", "FGHabc"}));
+  EXPECT_TRUE(report_.own_memsys);
+  ASSERT_TRUE(report_.has_statistics);
+  EXPECT_TRUE(report_.statistics.balanced());
+  EXPECT_EQ(report_.statistics.mi_alloc, 3u);
+  EXPECT_GE(report_.heap_bytes, gpumem::strings::min_heap_bytes / 2);  // less its metadata
+}
+
+TEST_F(transform_test, nulls_in_give_nulls_out) {
+  rows_t const in{"abc", std::nullopt, "x", std::nullopt};
+  column const out =
+      gpumem::strings::transform(gpumem::strings_column_from_host(in), spec_udf{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"ABCabc", std::nullopt, "xxabc", std::nullopt}));
+  EXPECT_EQ(out.null_count(), 2u);
+  EXPECT_EQ(report_.null_rows, 2u);
+  EXPECT_EQ(report_.managed_rows, 2u);
+  expect_balanced();
+}
+
+TEST_F(transform_test, nullable_udf_sees_nulls_and_makes_them) {
+  rows_t const in{"abc", std::nullopt, "", "z"};
+  column const out = gpumem::strings::transform(gpumem::strings_column_from_host(in),
+                                                literal_or_null{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"abc", "<null>", std::nullopt, "z"}));
+  EXPECT_EQ(out.null_count(), 1u);
+  EXPECT_EQ(ms_->statistics().alloc, 0u);
+  expect_balanced();
+}
+
+TEST_F(transform_test, sliced_input) {
+  column const c = gpumem::strings_column_from_host(
+      rows_t{"skip", "me", "abcd", std::nullopt, "q", "tail", "end"});
+  column const out = gpumem::strings::transform(c.slice(2, 6), spec_udf{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"ABCDabc", std::nullopt, "qqabc", "TAILabc"}));
+  expect_balanced();
+}
+
+TEST_F(transform_test, identity_returns_allocate_nothing) {
+  rows_t const in{"one", "", std::nullopt, "ünïcödé", "four"};
+  column const c = gpumem::strings_column_from_host(in);
+  column const out = gpumem::strings::transform(c.slice(1, 5), identity{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"", std::nullopt, "ünïcödé", "four"}));
+  gpumem::nrt::memsys_statistics const s = ms_->statistics();
+  EXPECT_EQ(s.alloc, 0u);
+  EXPECT_EQ(s.mi_alloc, 0u);
+  EXPECT_EQ(report_.managed_rows, 0u);
+  expect_balanced();
+}
+
+TEST_F(transform_test, two_and_three_columns) {
+  column const a = gpumem::strings_column_from_host(rows_t{"a", "bb", std::nullopt, "d"});
+  column const b = gpumem::strings_column_from_host(rows_t{"1", std::nullopt, "3", "44"});
+  column const out = gpumem::strings::transform(a, b, joined{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"a-1", std::nullopt, std::nullopt, "d-44"}));
+  expect_balanced();
+  column const c = gpumem::strings_column_from_host(rows_t{"x", "y", "z", "w"});
+  std::array<std::reference_wrapper<column const>, 3> const three{a, b, c};
+  column const out3 = gpumem::strings::transform(three, joined3{}, with_memsys());
+  EXPECT_EQ(out3.to_host_strings(), (rows_t{"a1x", std::nullopt, std::nullopt, "d44w"}));
+  expect_balanced();
+  column const short_column = gpumem::strings_column_from_host(rows_t{"x"});
+  EXPECT_THROW(gpumem::strings::transform(a, short_column, joined{}, with_memsys()),
+               gpumem::logic_error);
+}
+
+TEST_F(transform_test, exhausted_heap_throws_out_of_memory_then_works) {
+  gpumem::nrt::memsys small(gpumem::nrt::heap_options{2 * gpumem::MiB},
+                            gpumem::nrt::memsys_options{true});
+  std::vector<std::string> in(256, "row");
+  column const c = gpumem::strings_column_from_host(in);
+  gpumem::strings::transform_options o;
+  o.memsys = &small;
+  try {
+    (void)gpumem::strings::transform(c, big_copy{}, o);
+    FAIL() << "no out_of_memory";
+  } catch (gpumem::out_of_memory const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("of 256 rows could not allocate"), std::string::npos) << what;
+    EXPECT_NE(what.find("heap of"), std::string::npos) << what;
+  }
+  EXPECT_NO_THROW(small.check());  // the failures were cleared
+  gpumem::nrt::memsys_statistics s = small.statistics();
+  EXPECT_EQ(s.alloc, s.free);
+  EXPECT_EQ(s.mi_alloc, s.mi_free);
+  // The same memory system serves the next call.
+  column const out = gpumem::strings::transform(c, spec_udf{}, o);
+  EXPECT_EQ(out.to_host_strings(), rows_t(256, std::string("ROWabc")));
+  s = small.statistics();
+  EXPECT_EQ(s.alloc, s.free);
+  EXPECT_EQ(s.mi_alloc, s.mi_free);
+  small.heap().trim();
+  EXPECT_EQ(small.heap().usage().used_bytes, 0u);
+}
+
+TEST_F(transform_test, other_errors_are_logic_errors) {
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"a", "bb", "ccc"});
+  EXPECT_THROW(gpumem::strings::transform(c, value_error_udf{}, with_memsys()),
+               gpumem::logic_error);
+  expect_balanced();
+}
+
+TEST_F(transform_test, empty_and_all_null_columns) {
+  column const empty = gpumem::strings_column_from_host(std::vector<std::string>{});
+  column const out = gpumem::strings::transform(empty, spec_udf{}, with_memsys());
+  EXPECT_EQ(out.size(), 0u);
+  EXPECT_EQ(out.type().id(), gpumem::type_id::string);
+  column const nulls =
+      gpumem::strings_column_from_host(rows_t{std::nullopt, std::nullopt, std::nullopt});
+  column const out2 = gpumem::strings::transform(nulls, spec_udf{}, with_memsys());
+  EXPECT_EQ(out2.to_host_strings(), (rows_t{std::nullopt, std::nullopt, std::nullopt}));
+  EXPECT_EQ(out2.null_count(), 3u);
+  EXPECT_EQ(ms_->statistics().alloc, 0u);
+  expect_balanced();
+}
+
+TEST_F(transform_test, int64_offsets_past_the_limit) {
+  std::size_t const previous = gpumem::strings::detail::set_int32_offset_limit(8);
+  rows_t in;
+  rows_t expected;
+  for (int i = 0; i < 200; ++i) {  // more than one chunk of the scan
+    in.push_back(i % 7 == 3 ? std::nullopt : std::optional<std::string>(std::to_string(i)));
+    expected.push_back(in.back() ? std::optional<std::string>(in.back()->size() > 2
+                                                                  ? *in.back() + "abc"
+                                                                  : *in.back() + *in.back() + "abc")
+                                 : std::nullopt);
+  }
+  column const out =
+      gpumem::strings::transform(gpumem::strings_column_from_host(in), spec_udf{}, with_memsys());
+  gpumem::strings::detail::set_int32_offset_limit(previous);
+  EXPECT_TRUE(report_.int64_offsets);
+  EXPECT_EQ(out.child(0).type().id(), gpumem::type_id::int64);
+  EXPECT_EQ(out.to_host_strings(), expected);
+  expect_balanced();
+}
+
+TEST_F(transform_test, malformed_column_is_refused_naming_the_row) {
+  std::vector<std::int32_t> const offsets{0, 3, 1, 5, 6};
+  std::string const chars = "abcdef";
+  column const bad = gpumem::detail::unchecked_strings_column(
+      4, gpumem::buffer::from_host(offsets.data(), offsets.size() * 4), gpumem::type_id::int32,
+      gpumem::buffer::from_host(chars.data(), chars.size()), gpumem::buffer(), 0);
+  try {
+    (void)gpumem::strings::transform(bad, spec_udf{}, with_memsys());
+    FAIL() << "no logic_error";
+  } catch (gpumem::logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("malformed at row 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("[3, 1)"), std::string::npos) << what;
+  }
+  expect_balanced();
+}
+
+TEST_F(transform_test, heap_sizing_from_the_input) {
+  gpumem::strings::transform_options o;
+  o.heap_factor = 2.0;
+  o.heap_bytes_per_row = 100;
+  std::size_t const rows = 1000000, chars = 30000000;
+  std::size_t const body = 2 * chars + 100 * rows;
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(rows, chars, o), body + body / 7);
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(1, 1, o), gpumem::strings::min_heap_bytes);
+  o.heap_bytes = 12345;
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(rows, chars, o), 12345u);
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"abc", "de"});
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(c), gpumem::strings::min_heap_bytes);
+}
+
+}  // namespace
