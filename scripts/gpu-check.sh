@@ -93,10 +93,9 @@ if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
   numba_tests=(numba.cuda.tests.cudadrv.test_emm_plugins numba.cuda.tests.cudadrv.test_deallocations
     numba.cuda.tests.cudadrv.test_managed_alloc numba.cuda.tests.cudapy.test_ipc)
   step "numba EMM tests (gpumem.numba)" "$out/numba-gpumem.log" env -C /tmp \
-    NUMBA_CUDA_MEMORY_MANAGER=gpumem.numba timeout 300 python3 -m pytest -q -rs -p no:cacheprovider \
-    --pyargs "${numba_tests[@]}"
+    NUMBA_CUDA_MEMORY_MANAGER=gpumem.numba timeout 300 python3 -m unittest "${numba_tests[@]}"
   step "numba EMM tests (Numba's own)" "$out/numba-default.log" env -C /tmp \
-    timeout 300 python3 -m pytest -q -rs -p no:cacheprovider --pyargs "${numba_tests[@]}"
+    timeout 300 python3 -m unittest "${numba_tests[@]}"
   if [[ "$skip" != *" bench "* ]]; then
     step "bench python_alloc.py" "$out/bench_python_alloc.log" env -C /tmp timeout 300 \
       python3 "$root/bench/python_alloc.py"
