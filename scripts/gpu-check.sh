@@ -72,7 +72,13 @@ fi
 
 # Benchmarks: each prints its own table; keep them all in one log and show their tails.
 : >"$out/bench.log"
-for bench in "$build"/bench/bench_*; do
+# GPUMEM_CHECK_BENCHES="bench_string_udf bench_device_heap" runs only those (default: every bench_*).
+benches=("$build"/bench/bench_*)
+if [ -n "${GPUMEM_CHECK_BENCHES:-}" ]; then
+  benches=()
+  for b in $GPUMEM_CHECK_BENCHES; do benches+=("$build/bench/$b"); done
+fi
+for bench in "${benches[@]}"; do
   [ -x "$bench" ] || continue
   [[ "$skip" == *" bench "* ]] && break
   name=$(basename "$bench")
