@@ -5,6 +5,10 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/manager/resource_memory_manager.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/owning_adaptor.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 
 #include <gtest/gtest.h>
 
@@ -80,6 +84,42 @@ TEST(stream_ordered, close_one_device_leaves_the_others_and_keeps_live_memory_va
   fresh = memory_pointer();
   set_memory_manager({});
   close();
+}
+
+}  // namespace
+}  // namespace gpumem
+
+namespace gpumem {
+namespace {
+
+// The Python bridge's pool: a pool with a maximum below the request, a trim on out-of-memory and
+// one retry. The caller gets out_of_memory with the requested bytes, from both entry points.
+TEST(stream_ordered, pool_manager_with_a_maximum_reports_out_of_memory) {
+  auto factory = [](context& c) -> std::unique_ptr<memory_manager> {
+    pool_options options;
+    options.maximum_size = 8 * MiB;
+    auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), options);
+    pool_resource* raw = &pool->adaptor();
+    resource_memory_manager::hooks hooks;
+    hooks.on_out_of_memory = [raw](std::size_t) {
+      raw->trim();
+      return true;
+    };
+    return std::make_unique<resource_memory_manager>(
+        c, std::shared_ptr<memory_resource>(std::move(pool)), std::move(hooks), "pool");
+  };
+  context ctx(0, factory);
+  memory_manager& m = ctx.memory_manager();
+  for (int entry = 0; entry < 2; ++entry) {
+    try {
+      memory_pointer p = entry == 0 ? m.allocate(64 * MiB, nullptr) : m.memalloc(64 * MiB);
+      ADD_FAILURE() << "a 64 MiB allocation from a pool of at most 8 MiB succeeded";
+    } catch (out_of_memory const& e) {
+      EXPECT_EQ(e.requested_bytes(), 64 * MiB) << e.what();
+    }
+  }
+  memory_pointer small = m.allocate(MiB, nullptr);
+  EXPECT_NE(small.device_pointer(), nullptr) << "the pool works after the failures";
 }
 
 }  // namespace
