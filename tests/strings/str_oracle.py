@@ -97,6 +97,8 @@ def case(rng):
     if op in ("find", "rfind", "count", "index", "rindex", "startswith", "endswith"):
         sub = make_needle(rng, s)
         start, end = make_index(rng, s), make_index(rng, s)
+        if rng.random() < 0.3:  # the whole string: the paths that count no characters
+            start, end = rng.choice([None, 0]), None
         return op, [s, sub], [start, end], lambda: getattr(s, op)(sub, start, end)
     if op in ("startswith_tuple", "endswith_tuple"):
         subs = (make_needle(rng, s), make_needle(rng, s))

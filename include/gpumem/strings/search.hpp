@@ -116,6 +116,11 @@ GPUMEM_HD inline size_type find(string_view s, string_view sub, size_type start 
 // s.rfind(sub, start, end): the highest character index of sub in s[start:end], or -1.
 GPUMEM_HD inline size_type rfind(string_view s, string_view sub, size_type start = 0,
                                  size_type end = end_of_string) {
+  if (detail::whole_string(s, start, end)) {
+    size_type const pos =
+        detail::rfind_bytes(s.data(), s.size_bytes(), sub.data(), sub.size_bytes());
+    return pos < 0 ? npos : utf8::count_characters(s.data(), pos);
+  }
   detail::search_window const w = detail::window_of(s, start, end, sub.length());
   if (w.empty_result) return npos;
   size_type const pos = detail::rfind_bytes(s.data() + w.begin_byte, w.end_byte - w.begin_byte,
@@ -142,12 +147,16 @@ GPUMEM_HD inline result<size_type> rindex(string_view s, string_view sub, size_t
 // end - start + 1 places between characters.
 GPUMEM_HD inline size_type count(string_view s, string_view sub, size_type start = 0,
                                  size_type end = end_of_string) {
-  detail::search_window const w = detail::window_of(s, start, end, sub.length());
-  if (w.empty_result) return 0;
-  if (sub.empty()) return w.end - w.start + 1;
+  char const* p = s.data();
+  size_type left = s.size_bytes();
+  if (!detail::whole_string(s, start, end) || sub.empty()) {
+    detail::search_window const w = detail::window_of(s, start, end, sub.length());
+    if (w.empty_result) return 0;
+    if (sub.empty()) return w.end - w.start + 1;
+    p += w.begin_byte;
+    left = w.end_byte - w.begin_byte;
+  }
   size_type n = 0;
-  char const* p = s.data() + w.begin_byte;
-  size_type left = w.end_byte - w.begin_byte;
   for (;;) {
     size_type const pos = detail::find_bytes(p, left, sub.data(), sub.size_bytes());
     if (pos < 0) return n;
