@@ -11,7 +11,8 @@
 //   * a character may map to 1..3 characters (U+00DF -> "SS", U+FB03 -> "FFI", U+0130 -> "i̇");
 //   * capital sigma U+03A3 lowers to final sigma U+03C2 when, passing over case-ignorable
 //     characters, a cased character precedes it and none follows (CPython's
-//     handle_capital_sigma); lower, the lowered part of capitalize and title, and swapcase apply it;
+//     handle_capital_sigma); lower, swapcase, and the lowered parts of capitalize and title
+//     apply it;
 //   * capitalize: the first character titlecased (since 3.8), the rest lowered;
 //   * title: a character is titlecased when the one before it is not cased, else lowered;
 //   * swapcase: Uppercase characters lowered, Lowercase ones uppercased, others kept (titlecase
