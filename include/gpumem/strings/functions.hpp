@@ -10,13 +10,13 @@
 //
 // Including one header instead (search.hpp, strip.hpp, ...) compiles less. Functions that build
 // strings allocate from the NRT heap: run them with nrt::launch. Nothing throws.
-//
-// Not yet here: case.hpp, predicates.hpp and convert.hpp (upper/lower..., isalpha..., int/float
-// conversions) are written on another branch; they join this list when merged.
 #pragma once
 
+#include <gpumem/strings/case.hpp>
 #include <gpumem/strings/combine.hpp>
+#include <gpumem/strings/convert.hpp>
 #include <gpumem/strings/pad.hpp>
+#include <gpumem/strings/predicates.hpp>
 #include <gpumem/strings/replace.hpp>
 #include <gpumem/strings/search.hpp>
 #include <gpumem/strings/slice.hpp>
