@@ -1,10 +1,9 @@
 // gpumem/strings/managed_string.hpp
 //
-// managed_string: a reference-counted device string (the spec's ManagedUDFString,
-// /work/shared/spec/string-udf-memory.md in the project's notes; docs/strings.md "Device
-// strings"). A handle to ONE NRT heap block that holds {NRT_MemInfo, udf_string}, meminfo first;
-// the meminfo's destructor destroys the udf_string, which frees the characters, and NRT then frees
-// the block.
+// managed_string: a reference-counted device string (the spec's ManagedUDFString, in
+// shared/spec/string-udf-memory.md; docs/strings.md, "Device strings"). A handle to ONE NRT heap
+// block that holds {NRT_MemInfo, udf_string}, meminfo first; the meminfo's destructor destroys the
+// udf_string, which frees the characters, and NRT then frees the block.
 //
 //   strings::udf_string s = strings::concat(a, b);            // (combine.hpp)
 //   strings::managed_string m = strings::make_managed_string(std::move(s));   // count 1
