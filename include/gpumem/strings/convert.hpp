@@ -26,7 +26,7 @@
 // All are GPUMEM_HD. to_int and to_float allocate nothing; from_int and from_float allocate the
 // result once (a udf_string on the NRT heap: errc::out_of_memory when the heap is full). Invalid
 // UTF-8 reads as U+FFFD, which makes a number invalid. The slow paths (long or extreme decimal
-// inputs, shortest digits) use exact big-integer arithmetic on the stack (about 2.5 KB) and are
+// inputs, shortest digits) use exact big-integer arithmetic on the stack (up to about 2 KB) and are
 // kept out of line. Thread safety: each call reads only its arguments and owns its result.
 #pragma once
 

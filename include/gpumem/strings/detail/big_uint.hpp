@@ -1,11 +1,11 @@
 // gpumem/strings/detail/big_uint.hpp — not API: a fixed-capacity unsigned big integer for the
 // exact slow paths of strings/convert.hpp (decimal -> double rounding, shortest double digits).
 //
-// 32-bit limbs, least significant first, no allocation: a value lives on the (device) stack. The
-// capacity (4096 bits) covers every value those algorithms form: 10^1125 shifted by a few bits
-// is the largest (convert.hpp's bounds say why). An operation that would pass the capacity sets
-// `overflowed` and drops the high limbs instead of writing past the array; the callers' bounds
-// make that unreachable, and they check the flag anyway.
+// 32-bit limbs, least significant first, no allocation: a value lives on the (device) stack, so
+// the capacity is a template argument sized by each algorithm's bounds (decimal_to_double.hpp:
+// 128 limbs, as 10^1125 shifted by a few bits is its largest value; shortest_digits.hpp: 40). An
+// operation that would pass the capacity sets `overflowed` and drops the high limbs instead of
+// writing past the array; the callers' bounds make that unreachable.
 #pragma once
 
 #include <gpumem/core/config.hpp>
@@ -14,8 +14,9 @@
 
 namespace gpumem::strings::detail {
 
+template <int Capacity>
 struct big_uint {
-  static constexpr int capacity = 128;
+  static constexpr int capacity = Capacity;
   std::uint32_t limb[capacity];
   int size = 0;  // limbs in use; limb[size - 1] != 0 when size > 0
   bool overflowed = false;
@@ -115,7 +116,8 @@ struct big_uint {
 };
 
 // <0, 0, >0 as a < b, a == b, a > b
-GPUMEM_HD inline int compare(big_uint const& a, big_uint const& b) {
+template <int C>
+GPUMEM_HD int compare(big_uint<C> const& a, big_uint<C> const& b) {
   if (a.size != b.size) return a.size < b.size ? -1 : 1;
   for (int i = a.size - 1; i >= 0; --i)
     if (a.limb[i] != b.limb[i]) return a.limb[i] < b.limb[i] ? -1 : 1;
@@ -123,8 +125,9 @@ GPUMEM_HD inline int compare(big_uint const& a, big_uint const& b) {
 }
 
 // compare(a + b, c) without changing them
-GPUMEM_HD inline int compare_sum(big_uint const& a, big_uint const& b, big_uint const& c) {
-  big_uint sum = a;
+template <int C>
+GPUMEM_HD int compare_sum(big_uint<C> const& a, big_uint<C> const& b, big_uint<C> const& c) {
+  big_uint<C> sum = a;
   sum.add(b);
   return compare(sum, c);
 }

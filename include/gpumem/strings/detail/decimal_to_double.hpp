@@ -47,7 +47,7 @@ inline constexpr std::uint64_t double_infinity_bits = 0x7FF0000000000000ull;
 GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline std::uint64_t exact_decimal_to_bits(char const* digits,
                                                                              int n,
                                                                              std::int64_t e10) {
-  big_uint num, den;
+  big_uint<128> num, den;
   num.set(0);
   for (int i = 0; i < n;) {
     std::uint32_t chunk = 0, scale = 1;

@@ -13,7 +13,8 @@
 //   10 and take the integer part of r / s as the next digit, until the digits so far (or the same
 //   digits with the last one raised) lie strictly inside the interval. If both do, the nearer one.
 //
-// At most 17 digits; big_uint's values stay below 2^1200.
+// At most 17 digits; the big integers stay below 2^1140 (r = 2f x 10^323 for the smallest
+// subnormal, times 10 in the search for k).
 #pragma once
 
 #include <gpumem/core/config.hpp>
@@ -39,7 +40,8 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline decimal_digits shortest_digits(std::uin
   bool const inclusive = (f & 1) == 0;
   bool const unequal_gaps = fraction == 0 && biased > 1;
 
-  big_uint r, s, m_plus, m_minus;
+  using number = big_uint<40>;  // the values stay below 2^1140
+  number r, s, m_plus, m_minus;
   r.set(f);
   s.set(1);
   m_plus.set(1);
@@ -70,7 +72,7 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline decimal_digits shortest_digits(std::uin
     m_plus.multiply_pow10(-k);
     m_minus.multiply_pow10(-k);
   }
-  auto const high_reaches = [&](big_uint const& scale) {
+  auto const high_reaches = [&](number const& scale) {
     int const c = compare_sum(r, m_plus, scale);
     return inclusive ? c >= 0 : c > 0;
   };
@@ -79,9 +81,9 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline decimal_digits shortest_digits(std::uin
     ++k;
   }
   for (;;) {  // the estimate may also be one too high
-    big_uint tenth = r;
+    number tenth = r;
     tenth.multiply_add(10, 0);
-    big_uint m10 = m_plus;
+    number m10 = m_plus;
     m10.multiply_add(10, 0);
     if (compare_sum(tenth, m10, s) > (inclusive ? -1 : 0)) break;
     r = tenth;
@@ -109,7 +111,7 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline decimal_digits shortest_digits(std::uin
       continue;
     }
     if (low && high) {
-      big_uint twice = r;
+      number twice = r;
       twice.shift_left(1);
       int const c = compare(twice, s);
       if (c > 0 || (c == 0 && (d & 1) != 0)) ++d;
