@@ -96,11 +96,19 @@ if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
     -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 .
   step "python tests (gpu)" "$out/python-pytest.log" env -C /tmp GPUMEM_TEST_GPU=1 GPUMEM_DEVICE=cuda \
     timeout 300 python3 -m pytest -q -rs "$root/python/tests"
+  # numba-cuda's test helpers import `filecheck`; the GPU machine lacks it: a wheel in .whl/ is
+  # unpacked for those runs (docs/benchmarks.md says how to fetch the wheels).
+  py_extra=()
+  if compgen -G ".whl/filecheck*.whl" >/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$root/build/py-extra" \
+      .whl/filecheck*.whl >"$out/py-extra-install.log" 2>&1 &&
+      py_extra=(PYTHONPATH="$root/build/py-extra${PYTHONPATH:+:$PYTHONPATH}")
+  fi
   numba_tests=(numba.cuda.tests.cudadrv.test_emm_plugins numba.cuda.tests.cudadrv.test_deallocations
     numba.cuda.tests.cudadrv.test_managed_alloc numba.cuda.tests.cudapy.test_ipc)
-  step "numba EMM tests (gpumem.numba)" "$out/numba-gpumem.log" env -C /tmp \
+  step "numba EMM tests (gpumem.numba)" "$out/numba-gpumem.log" env -C /tmp "${py_extra[@]}" \
     NUMBA_CUDA_MEMORY_MANAGER=gpumem.numba timeout 300 python3 -m unittest "${numba_tests[@]}"
-  step "numba EMM tests (Numba's own)" "$out/numba-default.log" env -C /tmp \
+  step "numba EMM tests (Numba's own)" "$out/numba-default.log" env -C /tmp "${py_extra[@]}" \
     timeout 300 python3 -m unittest "${numba_tests[@]}"
   if [[ "$skip" != *" bench "* ]]; then
     step "bench python_alloc.py" "$out/bench_python_alloc.log" env -C /tmp timeout 300 \
