@@ -4,7 +4,8 @@
 #   2. run every test (host-labelled and gpu-labelled; gpu tests on the cuda backend),
 #   3. run every benchmark (bench_*),
 #   3b. install the Python package and run its tests, numba-cuda's memory tests and bench/python_alloc.py,
-#   4. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt),
+#   4. run the gpu-labelled test executables under compute-sanitizer (memcheck; racecheck for nrt and
+#      the strings transform),
 #      last: the slowest part, so a run cut off by a time limit still has the figures;
 #   5. print a short summary table last.
 # Logs go to build/gpu-check/ and, when $OUT is set (the device tool's output folder, which takes back only
@@ -126,7 +127,7 @@ for exe in $tests; do
   step "memcheck $name" "$out/memcheck-$name.log" env GPUMEM_DEVICE=cuda GPUMEM_UNDER_SANITIZER=1 \
     timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full --report-api-errors no "$exe"
   case $name in
-    *nrt*) step "racecheck $name" "$out/racecheck-$name.log" env GPUMEM_DEVICE=cuda \
+    *nrt* | *transform*) step "racecheck $name" "$out/racecheck-$name.log" env GPUMEM_DEVICE=cuda \
              GPUMEM_UNDER_SANITIZER=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 99 "$exe" ;;
   esac
 done
