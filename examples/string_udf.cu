@@ -17,9 +17,10 @@
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
+#include <gpumem/strings/case.hpp>
+#include <gpumem/strings/combine.hpp>
 #include <gpumem/strings/transform.hpp>
 #include <gpumem/strings/udf_string.hpp>
-#include <gpumem/strings/unicode.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -37,30 +38,14 @@ namespace strings = gpumem::strings;
 
 namespace {
 
-// str.upper() with room for `extra` more bytes (the strings functions' upper() replaces it).
-GPUMEM_HD strings::udf_string upper_with_room(strings::string_view s, strings::size_type extra) {
-  strings::udf_string out;
-  out.reserve(s.size_bytes() + extra);
-  for (char32_t c : s) {
-    strings::unicode::case_mapping const m = strings::unicode::to_upper(c);
-    for (int i = 0; i < m.count; ++i)
-      out.append(m.cp[i]);
-  }
-  return out;
-}
-
+// The UDF as the Python reads: upper() and `+` are the strings layer's (case.hpp, combine.hpp),
+// found by argument-dependent lookup on the string_view. "abc" is appended in place: no copy of
+// the result (upper() allocates once at the input's size, rounded up to a power of two).
 struct spec_udf {
   GPUMEM_HD strings::udf_result operator()(strings::string_view s) const {
-    strings::udf_string result;
-    if (s.length() > 2) {
-      result = upper_with_room(s, 3);
-    } else {
-      result.reserve(2 * s.size_bytes() + 3);
-      result += s;
-      result += s;
-    }
-    result += strings::string_view("abc");
-    return result;  // becomes a managed string; failed (out of memory) if an append failed
+    strings::udf_string result = s.length() > 2 ? upper(s) : s + s;
+    result += "abc";
+    return result;  // becomes a managed string; failed (out of memory) if an allocation failed
   }
 };
 

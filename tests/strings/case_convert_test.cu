@@ -1,8 +1,13 @@
 // strings/case.hpp, predicates.hpp and convert.hpp against CPython: case_oracle.py prints a seeded
-// set of cases with CPython's answers (GPUMEM_STRINGS_TEST_SEED picks the seed, default 1), one
-// kernel evaluates them all (through nrt::launch: the results that are strings are udf_strings on
-// the NRT heap, copied into preallocated buffers), and the host compares. Also a set of known cases
-// that runs without Python. Compiled by nvcc in CUDA builds, as C++ in host-only builds.
+// set of cases with CPython's answers, one kernel evaluates them all (through nrt::launch: the
+// results that are strings are udf_strings on the NRT heap, copied into preallocated buffers), and
+// the host compares. The default seed's answers are committed (data/case_cases.txt, made with
+// CPython 3.11 by oracle_data.py), so this compares on every machine without Python;
+// GPUMEM_STRINGS_TEST_SEED runs the oracle live with that seed instead (skipped where the local
+// CPython's Unicode is not the tables'). Also a set of known cases. Compiled by nvcc in CUDA
+// builds, as C++ in host-only builds.
+#include "functions_test_support.hpp"
+
 #include <gpumem/array/device_array.hpp>
 #include <gpumem/array/transfer.hpp>
 #include <gpumem/core/config.hpp>
@@ -26,10 +31,9 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-
 namespace strings = gpumem::strings;
 namespace nrt = gpumem::nrt;
+namespace t = gpumem::test::strings;
 
 namespace {
 
@@ -297,56 +301,56 @@ std::string from_hex(std::string const& h) {
   return out;
 }
 
-// The oracle's output; `missing` when there is no interpreter (the test skips), `failure` when it
-// ran and failed (the test fails).
-struct oracle_output {
-  std::string text, missing, failure;
-};
+// The committed data is the default seed's, with committed_strings strings (case_oracle.py
+// --count; oracle_data.py writes it with these numbers); a live run uses the oracle's default count
+// (700 strings, about 20,000 cases). The number conversions scale with it.
+constexpr char const* default_seed = "1";
+constexpr std::size_t committed_strings = 120;
+constexpr std::size_t live_strings = 700;
 
-oracle_output run_oracle(std::string const& arguments) {
-  oracle_output out;
-  std::string const python = GPUMEM_TEST_PYTHON;
-  if (python.empty()) {
-    out.missing = "no python3 was found when the build was configured";
-    return out;
-  }
-  std::string const command = "\"" + python + "\" \"" GPUMEM_TEST_CASE_ORACLE "\" " + arguments;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    out.failure = "cannot start `" + command + "`";
-    return out;
-  }
-  char buf[1 << 16];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
-    out.text.append(buf, n);
-  int const status = pclose(pipe);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-    out.missing = python + " cannot be run here";
-  else if (status != 0)
-    out.failure = "`" + command + "` failed (status " + std::to_string(status) + ")";
-  return out;
+// How many cases case_oracle.py prints for `strings` strings (its cases()).
+std::size_t oracle_case_count(std::size_t strings) {
+  return strings * (6 + 10) + strings * 25 / 7 + strings * 5 + strings * 5 / 7 + strings * 25 / 7;
 }
 
 }  // namespace
 
 TEST(strings_case_convert, matches_cpython) {
-  oracle_output const v = run_oracle("--version");
-  if (!v.missing.empty()) GTEST_SKIP() << "no CPython to compare with: " << v.missing;
-  ASSERT_TRUE(v.failure.empty()) << v.failure;
-  std::istringstream version_line(v.text);
-  std::string word, version;
-  ASSERT_TRUE(version_line >> word >> version && word == "version") << "oracle output starts badly";
-  if (version != strings::unicode::version())
-    GTEST_SKIP() << "CPython here has Unicode " << version << ", gpumem's tables are Unicode "
-                 << strings::unicode::version() << ": the case mappings would differ";
-
   char const* const seed_env = std::getenv("GPUMEM_STRINGS_TEST_SEED");
-  std::string const seed = seed_env != nullptr && *seed_env != '\0' ? seed_env : "1";
-  oracle_output const oracle = run_oracle("--seed " + seed);
-  ASSERT_TRUE(oracle.missing.empty() && oracle.failure.empty()) << oracle.missing << oracle.failure;
+  bool const live = seed_env != nullptr && *seed_env != '\0';
+  std::string const seed = live ? seed_env : default_seed;
+  t::oracle_output oracle;
+  if (live) {
+    t::oracle_output const v = t::run_oracle(GPUMEM_TEST_CASE_ORACLE, "--version");
+    if (!v.missing.empty()) GTEST_SKIP() << "no CPython to compare with: " << v.missing;
+    ASSERT_TRUE(v.failure.empty()) << v.failure;
+    std::string const version = t::oracle_version(v.text);
+    ASSERT_FALSE(version.empty()) << "oracle output starts badly";
+    if (version != strings::unicode::version())
+      GTEST_SKIP() << "CPython here has Unicode " << version << ", gpumem's tables are Unicode "
+                   << strings::unicode::version()
+                   << ": the case mappings would differ (without GPUMEM_STRINGS_TEST_SEED the "
+                      "committed answers of the default seed compare anywhere)";
+    oracle = t::run_oracle(GPUMEM_TEST_CASE_ORACLE,
+                           "--seed " + seed + " --count " + std::to_string(live_strings));
+    ASSERT_TRUE(oracle.missing.empty() && oracle.failure.empty())
+        << oracle.missing << oracle.failure;
+  } else {
+    oracle = t::read_committed(GPUMEM_TEST_CASE_DATA);
+    ASSERT_TRUE(oracle.failure.empty()) << oracle.failure;
+    ASSERT_TRUE(t::header_names_seed(oracle.header, default_seed))
+        << GPUMEM_TEST_CASE_DATA << " is not the default seed's (" << default_seed
+        << "): " << oracle.header << "\nregenerate it: " << t::regenerate_command;
+  }
 
   std::istringstream in(oracle.text);
-  ASSERT_TRUE(in >> word >> version && word == "version");
+  std::string word, version;
+  ASSERT_TRUE(in >> word >> version && word == "version") << "the oracle's output starts badly";
+  ASSERT_EQ(version, strings::unicode::version())
+      << "CPython's answers for another Unicode version than the tables'"
+      << (live ? ""
+               : std::string("; regenerate ") + GPUMEM_TEST_CASE_DATA + ": " +
+                     t::regenerate_command);
   case_set set;
   std::string name, input, expected;
   int arg = 0;
@@ -366,11 +370,13 @@ TEST(strings_case_convert, matches_cpython) {
       expected = from_hex(expected);
     set.add(op, arg, input, number, expected);
   }
-  ASSERT_GT(set.size(), 15000u) << "the oracle stopped early";
+  ASSERT_EQ(set.size(), oracle_case_count(live ? live_strings : committed_strings))
+      << "the oracle's output ended early";
   std::string report;
   std::size_t const wrong = set.run(report);
   EXPECT_EQ(wrong, 0u) << wrong << " of " << set.size() << " cases differ from CPython (seed "
-                       << seed << "); the first:\n"
+                       << seed << (live ? ", the oracle live" : ", the committed data")
+                       << "); the first:\n"
                        << report;
 }
 

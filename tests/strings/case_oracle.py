@@ -3,7 +3,11 @@
 convert.hpp): a seeded, deterministic set of inputs and CPython's answers, one case a line.
 
     case_oracle.py --version        "version <unicodedata.unidata_version>"
-    case_oracle.py --seed N         "version ..." then the cases
+    case_oracle.py --seed N [--count S]
+                                    "version ..." then the cases: S strings (default 700) through
+                                    every case operation and predicate, and number conversions in
+                                    proportion (S * 25/7 to_int, S * 5 to_float, S * 5/7 from_int,
+                                    S * 25/7 from_float); the default gives about 20,000 cases
 
 A case line is `op arg input expected`:
   upper lower casefold capitalize title swapcase   input: UTF-8 hex ('-' for empty); expected: hex
@@ -267,25 +271,25 @@ def float_expected(text):
     return "ok:%016x" % double_bits(x)
 
 
-def cases(seed):
+def cases(seed, strings=700):
     rng = random.Random(seed)
-    for _ in range(700):
+    for _ in range(strings):
         s = random_text(rng) if rng.random() < 0.6 else class_text(rng)
         for name, f in CASE_OPS.items():
             yield name, 0, hexs(s), hexs(f(s))
         for name, f in PREDICATES.items():
             yield name, 0, hexs(s), "1" if f(s) else "0"
-    for _ in range(2500):
+    for _ in range(strings * 25 // 7):
         base, text = random_int_text(rng)
         yield "to_int", base, hexs(text), int_expected(text, base)
-    for _ in range(3500):
+    for _ in range(strings * 5):
         text = random_float_text(rng)
         yield "to_float", 0, hexs(text), float_expected(text)
-    for _ in range(500):
+    for _ in range(strings * 5 // 7):
         v = rng.choice([0, -1, 1, 2**63 - 1, -2**63, rng.randrange(-2**63, 2**63),
                         rng.randrange(-1000, 1000), 10**rng.randrange(0, 19)])
         yield "from_int", 0, str(v), hexs(str(v))
-    for _ in range(2500):
+    for _ in range(strings * 25 // 7):
         x = random_double(rng)
         yield "from_float", 0, "%016x" % double_bits(x), hexs(repr(x))
 
@@ -294,9 +298,11 @@ def main():
     print("version", unicodedata.unidata_version)
     if sys.argv[1:2] == ["--version"]:
         return
-    seed = int(sys.argv[2]) if sys.argv[1:2] == ["--seed"] else 1
+    args = sys.argv[1:]
+    seed = int(args[1]) if args[0:1] == ["--seed"] else 1
+    strings = int(args[3]) if args[2:3] == ["--count"] else 700
     out = sys.stdout
-    for op, arg, text, expected in cases(seed):
+    for op, arg, text, expected in cases(seed, strings):
         out.write("%s %d %s %s\n" % (op, arg, text, expected))
 
 

@@ -1,10 +1,13 @@
-// Host helpers of the string-function tests: running the CPython oracle (str_oracle.py), decoding
-// its tokens, and escaping strings for failure messages.
+// Host helpers of the strings tests that compare with CPython (test_strings_functions,
+// test_strings_case): the committed oracle answers of the default seed (tests/strings/data, made by
+// oracle_data.py), running an oracle live for another seed, decoding str_oracle.py's tokens, and
+// escaping strings for failure messages.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -14,11 +17,45 @@ namespace gpumem::test::strings {
 
 // The oracle's output; `missing` when there is no interpreter to run it (the test skips), or
 // `failure` when it ran and failed (the test fails: a broken oracle must not pass as a skip).
+// From a committed file, `header` is its first line ("# ... seed N, CPython's Unicode V ...") and
+// `text` the rest, which is what the oracle printed.
 struct oracle_output {
   std::string text;
   std::string missing;
   std::string failure;
+  std::string header;
 };
+
+// The committed answers of the default seed. No Python is needed, so every machine compares;
+// `failure` when the file cannot be read or does not start with its header line.
+inline oracle_output read_committed(char const* path) {
+  oracle_output out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    out.failure = std::string("cannot read the committed oracle data ") + path;
+    return out;
+  }
+  std::ostringstream all;
+  all << in.rdbuf();
+  std::string const text = all.str();
+  std::size_t const end = text.find('\n');
+  if (text.empty() || text[0] != '#' || end == std::string::npos) {
+    out.failure = std::string(path) + " does not start with its \"#\" header line";
+    return out;
+  }
+  out.header = text.substr(0, end);
+  out.text = text.substr(end + 1);
+  return out;
+}
+
+// Where the committed data says it comes from: its header names `seed <seed>,` (so a changed
+// default seed cannot compare with the old seed's file).
+inline bool header_names_seed(std::string const& header, std::string const& seed) {
+  return header.find(" seed " + seed + ",") != std::string::npos;
+}
+
+// The command that rewrites the committed data (a CPython whose Unicode is the tables').
+inline constexpr char const* regenerate_command = "python3.11 tests/strings/oracle_data.py write";
 
 inline oracle_output run_oracle(char const* script, std::string const& arguments) {
   oracle_output out;
