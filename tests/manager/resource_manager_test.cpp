@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "forwarding_backend.hpp"
 #include "log_capture.hpp"
 #include "scoped_backend.hpp"
+#include "stream_gate.hpp"
 
 namespace gpumem {
 namespace {
@@ -40,9 +43,25 @@ class counting_backend final : public test::forwarding_backend {
     stream_synchronizations.fetch_add(1);
     inner_.synchronize_stream(stream);
   }
+  // recycle(s): the live handle `s` names a "new" stream from now on (a fresh id), as if s had been
+  // destroyed and the next stream created at its address.
+  std::uint64_t stream_id(stream_handle stream) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = renamed_.find(stream);
+    return it == renamed_.end() ? inner_.stream_id(stream) : it->second;
+  }
+  void recycle(stream_handle stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    renamed_[stream] = next_id_++;
+  }
   std::atomic<int> device_synchronizations{0};
   std::atomic<int> stream_synchronizations{0};
   std::atomic<bool> dead{false};
+
+ private:
+  std::mutex mutex_;
+  std::map<stream_handle, std::uint64_t> renamed_;
+  std::uint64_t next_id_ = std::uint64_t{1} << 62;
 };
 
 // Installs a counting_backend over a private host device of `capacity` bytes for the scope.
@@ -221,6 +240,46 @@ TEST(resource_manager_emm_recovery, out_of_memory_flushes_the_queue_and_retries_
     EXPECT_THROW((void)m.memalloc(14 * MiB), out_of_memory)
         << "inside defer_cleanup() the queued free is not flushed, as Numba";
   }
+}
+
+TEST(resource_manager_streams, a_reused_stream_handle_does_not_alias_in_the_pool_manager) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  {
+    test::stream_gate gate;
+    gate.block(s);  // the old stream's work is still pending when it "goes"
+    void* old_block = nullptr;
+    {
+      memory_pointer p = m.allocate(4 * KiB, s);
+      old_block = p.device_pointer();
+    }  // freed on s: reusable at once by s alone
+    EXPECT_EQ(m.allocate(4 * KiB, s).device_pointer(), old_block) << "stream order on s";
+    device.counter->recycle(s);  // destroyed, and a new stream created at its address
+    memory_pointer fresh = m.allocate(4 * KiB, s);
+    EXPECT_NE(fresh.device_pointer(), old_block)
+        << "the new stream was handed a block the old stream's pending work may still use";
+    fresh = memory_pointer();
+    gate.open();
+  }
+  m.release_stream(s);  // reachable from the manager: the pool forgets the released stream
+  backend().destroy_stream(s);
+}
+
+TEST(resource_manager_streams, streams_created_released_and_destroyed_leave_nothing_behind) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  for (int round = 0; round < 30; ++round) {
+    stream_handle const s = backend().create_stream(true);
+    { memory_pointer p = m.allocate(64 * KiB, s); }
+    m.release_stream(s);
+    backend().destroy_stream(s);
+  }
+  m.reset();
+  EXPECT_EQ(m.get_memory_statistics().held_bytes, 0u)
+      << "memory of released streams stayed parked in the pool";
 }
 
 }  // namespace
