@@ -402,6 +402,11 @@ void pool_state::drop_cache(pool_thread_cache& cache) noexcept {
   reap_retired_locked();
 }
 
+void pool_state::reuse_released(pool_thread_cache& cache) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache.stream->released.store(false, std::memory_order_relaxed);
+}
+
 void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle) {
   std::lock_guard<std::mutex> lock(tracking_mutex_);
   auto const [it, fresh] =

@@ -288,6 +288,8 @@ class pool_state {
   void drop_cache(pool_thread_cache& cache) noexcept;
   // drop_cache for each of the calling thread's caches of this pool whose stream was released.
   void drop_released_caches_of_calling_thread() noexcept;
+  // The calling thread uses a released stream again through its cache: the release is undone.
+  void reuse_released(pool_thread_cache& cache) noexcept;
   pool_thread_cache* calling_thread_cache(stream_handle stream) noexcept;
   // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
   void retire_cache(pool_thread_cache& cache) noexcept;
@@ -320,11 +322,11 @@ class pool_state {
   using extent_map = pool_extent_set::map;
 
   pool_stream& stream_locked(stream_handle handle);
-  // Drops the entries of released streams and of exited threads' per-thread streams that own
-  // nothing and no cache refers to any more.
   bool is_per_thread(stream_handle handle) const noexcept {
     return has_per_thread_handle_ && handle != nullptr && handle == per_thread_handle_;
   }
+  // Drops the entries of released streams and of exited threads' per-thread streams that own
+  // nothing and no cache refers to any more.
   void reap_retired_locked() noexcept;
   bool fenceable(pool_stream const& s) const noexcept;
   // The chunk holding `addr` (null if none): with mutex_ or chunks_mutex_ held.

@@ -77,17 +77,24 @@ pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream, pool_str
   if (table_gone) return nullptr;
   tls_table& t = tls;
   for (auto& entry : t.entries)
-    if (entry.pool_id == pool.id() && entry.stream == key)
+    if (entry.pool_id == pool.id() && entry.stream == key) {
+      if (entry.cache->stream->released.load(std::memory_order_relaxed))
+        pool.reuse_released(*entry.cache);
       return remember(entry.pool_id, key, entry.cache.get());
+    }
   // Forget caches of destroyed pools and released streams before adding one.
   forget_dead_entries(t, pool);
   t.entries.push_back({pool.id(), key, pool.make_cache(stream)});
   return remember(pool.id(), key, t.entries.back().cache.get());
 }
 
+// The fast path also checks that the stream was not released: a stream used again after
+// release_stream() must undo the release (so that no other thread treats its blocks as idle).
 inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
   pool_stream_key const key = pool.key_of(stream);
-  if (last_id == pool.id() && last_stream == key) return last_cache;
+  if (last_id == pool.id() && last_stream == key &&
+      !last_cache->stream->released.load(std::memory_order_relaxed))
+    return last_cache;
   return find_or_make(pool, stream, key);
 }
 

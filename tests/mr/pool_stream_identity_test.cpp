@@ -120,5 +120,33 @@ TEST(pool_stream_identity, another_threads_cache_of_a_released_stream_goes_at_it
   pool.check_invariants();
 }
 
+TEST(pool_stream_identity, using_a_released_stream_again_undoes_the_release) {
+  test::scoped_backend device(512 * MiB);
+  cuda_resource upstream;
+  pool_resource pool(upstream, pool_options{});
+  stream_handle const s = backend().create_stream(true);
+  std::promise<void> used, released;
+  std::size_t streams_after_miss = 0;
+  std::thread worker([&] {
+    void* const p = pool.allocate(4 * KiB, s);
+    pool.deallocate(p, 4 * KiB, s);
+    used.set_value();
+    released.get_future().wait();
+    void* const again = pool.allocate(4 * KiB, s);    // the stream is used again: not released
+    void* const q = pool.allocate(4 * KiB, nullptr);  // a miss: must keep the cache of s
+    streams_after_miss = pool.statistics().streams;
+    pool.deallocate(q, 4 * KiB, nullptr);
+    pool.deallocate(again, 4 * KiB, s);
+  });
+  used.get_future().wait();
+  pool.release_stream(s);
+  released.set_value();
+  worker.join();
+  EXPECT_EQ(streams_after_miss, 2u) << "s's entry was dropped although s is in use again";
+  pool.release_stream(s);
+  backend().destroy_stream(s);
+  pool.check_invariants();
+}
+
 }  // namespace
 }  // namespace gpumem
