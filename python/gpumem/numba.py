@@ -12,8 +12,10 @@ memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an 
 memory goes back when the Python object dies, without a weakref.finalize per allocation.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
-With the default manager every device free is queued, so nothing is freed inside; the pool and
-async managers return device memory to their pool at once (it stays gpumem's, not the driver's).
+Every device free of memalloc's memory is queued (default, pool and async managers alike), so
+nothing is freed inside. A flush makes one device synchronisation and then frees the whole batch
+(to the pool on the null stream for pool and async), so memory dropped while kernels on any stream
+still use it is safe; memalloc itself does not synchronise.
 
 reset() (ctx.reset(), cuda.close()) resets the manager and closes gpumem's context of the device:
 cuda.close() resets the primary context next, which destroys every allocation in it, so gpumem must

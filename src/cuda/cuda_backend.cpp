@@ -296,6 +296,11 @@ class cuda_backend final : public detail::vmm_backend {
   stream_handle per_thread_default_stream() override {
     return reinterpret_cast<stream_handle>(cudaStreamPerThread);
   }
+  std::uint64_t stream_id(stream_handle stream) override {
+    unsigned long long id = 0;
+    GPUMEM_CUDA_CHECK(cudaStreamGetId(native(stream), &id), "cudaStreamGetId");
+    return id;
+  }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     auto heap_fn = std::make_unique<std::function<void()>>(std::move(fn));
     GPUMEM_CUDA_CHECK(cudaLaunchHostFunc(native(stream), &run_host_function, heap_fn.get()),

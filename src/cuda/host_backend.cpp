@@ -235,6 +235,7 @@ class host_backend final : public detail::vmm_backend {
   bool query_stream(stream_handle stream) override { return resolve(stream).idle(); }
   // As CUDA's cudaStreamPerThread: one handle that names the calling thread's own stream.
   stream_handle per_thread_default_stream() override { return per_thread_handle; }
+  std::uint64_t stream_id(stream_handle stream) override { return resolve(stream).id; }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     resolve(stream).enqueue(std::move(fn));
   }

@@ -3,12 +3,18 @@
 #include <gpumem/core/assert.hpp>
 #include <gpumem/core/logging.hpp>
 
+#include <atomic>
 #include <exception>
 #include <string>
 
 namespace gpumem {
 
-stream_impl::stream_impl() : worker_([this] { run(); }) {}
+namespace {
+std::atomic<std::uint64_t> next_stream_id{1};
+}  // namespace
+
+stream_impl::stream_impl()
+    : id(next_stream_id.fetch_add(1, std::memory_order_relaxed)), worker_([this] { run(); }) {}
 
 stream_impl::~stream_impl() {
   {

@@ -19,6 +19,9 @@
 namespace gpumem {
 
 struct stream_impl {
+  // Never reused (a process-wide counter), unlike the stream's address: stream_id().
+  std::uint64_t const id;
+
   stream_impl();
   ~stream_impl();  // drains the queue, then joins the worker
   stream_impl(stream_impl const&) = delete;

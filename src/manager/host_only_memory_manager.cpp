@@ -94,13 +94,17 @@ host_memory host_only_memory_manager::mempin(std::shared_ptr<void> owner, void* 
     backend().register_host(ptr, bytes, mapped, /*portable=*/false);
     return 0;
   });
-  // The release holds `owner` so the range stays valid until it has been unpinned; the queue
-  // destroys the release (and with it this reference) right after running it.
-  auto release = [owner, ptr, device] {
+  // Unpinned AT ONCE when the last owner goes, not through the deferred queue: Numba's
+  // _pin_finalizer unregisters immediately, and its callers (cuda.pinned / cuda.mapped scopes)
+  // may pin the same range again right after, which a queued unpin would make fail ("already
+  // registered"). Memory freed by the caller afterwards is the caller's own, so nothing is gained
+  // by deferring. The finalizer holds `owner`, so the range stays valid until it is unpinned; a
+  // failed unregister (a reset context) is logged by the pointer's owner record, never thrown.
+  auto unpin = [owner, ptr, device] {
     detail::scoped_device d(device);
     backend().unregister_host(ptr);
   };
-  if (!mapped) return pinned_memory(ctx, ptr, bytes, deferred_release(release, bytes), owner);
+  if (!mapped) return pinned_memory(ctx, ptr, bytes, unpin, owner);
   void* device_ptr = nullptr;
   try {
     device_ptr = backend().mapped_device_pointer(ptr);
@@ -108,7 +112,7 @@ host_memory host_only_memory_manager::mempin(std::shared_ptr<void> owner, void* 
     backend().unregister_host(ptr);
     throw;
   }
-  return mapped_memory(ctx, ptr, device_ptr, bytes, deferred_release(release, bytes));
+  return mapped_memory(ctx, ptr, device_ptr, bytes, unpin);
 }
 
 managed_memory host_only_memory_manager::memallocmanaged(std::size_t bytes, bool attach_global) {

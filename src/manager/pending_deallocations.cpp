@@ -35,7 +35,20 @@ std::deque<pending_deallocations::item> pending_deallocations::take_all_locked()
   return batch;
 }
 
-std::size_t pending_deallocations::run(std::deque<item>& items) noexcept {
+std::size_t pending_deallocations::run(std::deque<item>& items, barrier const& before) noexcept {
+  if (items.empty()) return 0;
+  if (before && *before) {
+    try {
+      (*before)();
+    } catch (std::exception const& e) {
+      log(log_level::error,
+          "pending deallocations: the release barrier failed: " + std::string(e.what()) +
+              " (releasing the " + std::to_string(items.size()) + " item(s) anyway)");
+    } catch (...) {
+      log(log_level::error,
+          "pending deallocations: the release barrier failed with a non-standard exception");
+    }
+  }
   std::size_t ran = 0;
   std::size_t failed = 0;
   std::size_t const total = items.size();
@@ -65,6 +78,7 @@ std::size_t pending_deallocations::run(std::deque<item>& items) noexcept {
 
 void pending_deallocations::enqueue(std::function<void()> release, std::size_t bytes) {
   std::deque<item> batch;
+  barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) {
@@ -74,28 +88,42 @@ void pending_deallocations::enqueue(std::function<void()> release, std::size_t b
       bytes_ = saturating_add(bytes_, bytes);
       if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
     }
+    if (!batch.empty()) before = barrier_;
   }
-  run(batch);
+  run(batch, before);
 }
 
 std::size_t pending_deallocations::flush() {
   std::deque<item> batch;
+  barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (deferral_depth_ > 0) return 0;
     batch = take_all_locked();
+    before = barrier_;
   }
-  return run(batch);
+  return run(batch, before);
 }
 
 void pending_deallocations::close() noexcept {
   std::deque<item> batch;
+  barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
     batch = take_all_locked();
+    before = barrier_;
   }
-  run(batch);
+  run(batch, before);
+}
+
+void pending_deallocations::set_release_barrier(std::function<void()> barrier_function) {
+  barrier fresh;
+  if (barrier_function)
+    fresh = std::make_shared<std::function<void()> const>(std::move(barrier_function));
+  std::lock_guard<std::mutex> lock(mutex_);
+  barrier_.swap(fresh);
+  // `fresh` (the old barrier) is destroyed after the lock is released.
 }
 
 std::size_t pending_deallocations::size() const {
@@ -129,13 +157,15 @@ cleanup_guard pending_deallocations::defer_cleanup() {
 
 void pending_deallocations::end_deferral() noexcept {
   std::deque<item> batch;
+  barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (deferral_depth_ > 0) --deferral_depth_;
     // Frees held back by the deferral that put the queue over a limit happen as it ends.
     if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
+    if (!batch.empty()) before = barrier_;
   }
-  run(batch);
+  run(batch, before);
 }
 
 void pending_deallocations::check_invariants() const {

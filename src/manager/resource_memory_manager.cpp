@@ -20,6 +20,12 @@ resource_memory_manager::resource_memory_manager(context& owner,
       name_(std::move(name)) {
   GPUMEM_EXPECTS(resource_ != nullptr, "resource_memory_manager: the resource is null");
   if (name_.empty()) name_ = resource_->name();
+  // One device synchronisation before each batch of deferred frees (see memalloc). Setting it is
+  // no device work, so the constructor stays legal on set_memory_manager's probe context.
+  owner.pending_deallocations().set_release_barrier([device = owner.device()] {
+    detail::scoped_device d(device);
+    backend().synchronize();
+  });
   if (debug_memory_enabled()) {
     resource_debug_ = make_shared_tracking_adaptor(std::move(resource_));
     resource_ = resource_debug_;
@@ -30,6 +36,28 @@ tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
   return resource_debug_.get();
 }
 
+// EMM memory (memalloc) and why it needs no synchronisation per call.
+//
+// The EMM has no stream: memory from memalloc may be used by work on ANY stream (including
+// non-blocking ones and other frameworks'), and its finalizer may run while that work is still in
+// flight. So memory freed through the EMM may be in use by the device until a device-wide
+// synchronisation. Instead of synchronising around every call (allocate_sync/deallocate_sync: two
+// waits per allocation, and a host blocked on every drop of an array), the free is queued on the
+// context's pending_deallocations, exactly as Numba's default manager queues its cuMemFree:
+//   * the queue is flushed past NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT items or _RATIO of the
+//     device's memory, on reset(), and on out-of-memory before the single retry; while a
+//     defer_cleanup() guard lives nothing is released;
+//   * before each flushed batch the queue runs this manager's release barrier: ONE
+//     device-wide synchronisation (backend().synchronize()), after which no work of any stream can
+//     still touch the batch; then every block goes back to the resource on the null stream, where
+//     it is reusable at once by any later allocation.
+// memalloc therefore allocates on the null stream without waiting: a block the resource hands out
+// there was either freed through this queue (idle since the flush's synchronisation) or freed in
+// stream order on the null stream (allocate(bytes, nullptr)), which the legacy default stream
+// orders before work on every blocking stream.
+// A free that arrives after the context was closed runs at once, after the same barrier; a failed
+// synchronisation (a reset CUDA context) is logged and the block still goes back (deallocate is
+// noexcept), so a late free never throws.
 memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   context& ctx = owning_context();
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
@@ -37,17 +65,16 @@ memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   detail::scoped_device on_device(device);
   detail::retry_outcome outcome;
   void* const ptr = detail::allocate_with_retry(
-      ctx, bytes, [&] { return resource_->allocate_sync(bytes); }, hooks_.on_out_of_memory,
+      ctx, bytes, [&] { return resource_->allocate(bytes, nullptr); }, hooks_.on_out_of_memory,
       &outcome);
   counters_->on_allocate(bytes, outcome.retried);
-  // Freed at once (see the class comment); the finalizer shares the resource so it outlives the
-  // manager if need be.
-  return memory_pointer(ctx, ptr, bytes,
-                        [resource = resource_, counters = counters_, ptr, bytes, device] {
-                          detail::scoped_device d(device);
-                          resource->deallocate_sync(ptr, bytes);
-                          counters->on_free(bytes);
-                        });
+  // Deferred (see above); the release shares the resource so it outlives the manager if need be.
+  auto release = [resource = resource_, counters = counters_, ptr, bytes, device] {
+    detail::scoped_device d(device);
+    resource->deallocate(ptr, bytes, nullptr);
+    counters->on_free(bytes);
+  };
+  return memory_pointer(ctx, ptr, bytes, deferred_release(std::move(release), bytes));
 }
 
 memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handle stream) {

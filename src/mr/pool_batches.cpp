@@ -345,6 +345,7 @@ std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) 
   }
   std::lock_guard<std::mutex> lock(mutex_);
   cache->stream = &stream_locked(stream);
+  ++cache->stream->caches;
   cache->seen_flush = flush_request_.load(std::memory_order_relaxed);
   caches_.push_back(cache);
   cache->pool.store(this);
@@ -366,6 +367,7 @@ void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
     }
     cache.stream->retired = true;
   }
+  --cache.stream->caches;
   retired_live_ += cache.counters.live_bytes.load();
   retired_requested_ += cache.counters.requested_bytes.load();
   retired_allocations_ += cache.counters.allocations.load();
@@ -374,6 +376,35 @@ void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
                                [&](auto const& c) { return c.get() == &cache; }),
                 caches_.end());
   cache.pool.store(nullptr);
+}
+
+void pool_state::drop_cache(pool_thread_cache& cache) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (cache.pool.load() != this) return;
+  flush_cache_locked(cache);
+  pool_stream& s = *cache.stream;
+  if (s.released.load(std::memory_order_relaxed)) {
+    // release_stream() synchronised the stream after everything freed on it (its contract: no
+    // frees on the stream after it): the cache's blocks are idle and go to every stream now. The
+    // stream may be destroyed by now: it must not be queried.
+    drain_class_lists_locked(s);
+    complete_all_fences_locked(s, cut_epoch_locked(s));
+  }
+  --s.caches;
+  retired_live_ += cache.counters.live_bytes.load();
+  retired_requested_ += cache.counters.requested_bytes.load();
+  retired_allocations_ += cache.counters.allocations.load();
+  retired_deallocations_ += cache.counters.deallocations.load();
+  caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
+                               [&](auto const& c) { return c.get() == &cache; }),
+                caches_.end());
+  cache.pool.store(nullptr);
+  reap_retired_locked();
+}
+
+void pool_state::reuse_released(pool_thread_cache& cache) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache.stream->released.store(false, std::memory_order_relaxed);
 }
 
 void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle) {
@@ -422,13 +453,22 @@ std::size_t pool_state::trim() {
 
 void pool_state::release_stream(stream_handle stream) {
   flush_calling_thread();
-  std::lock_guard<std::mutex> lock(mutex_);
-  pool_stream& s = stream_locked(stream);
-  drain_class_lists_locked(s);
-  std::uint64_t const upto = cut_epoch_locked(s);
-  backend_.synchronize_stream(stream);
-  ++synchronizations_;
-  complete_all_fences_locked(s, upto);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool_stream& s = stream_locked(stream);
+    drain_class_lists_locked(s);
+    std::uint64_t const upto = cut_epoch_locked(s);
+    backend_.synchronize_stream(stream);
+    ++synchronizations_;
+    complete_all_fences_locked(s, upto);
+    // The null and per-thread default streams are never destroyed: only a created stream's entry
+    // is retired (its id names no later stream, so the entry would never be used again).
+    if (s.key.which == pool_stream_key::kind::created)
+      s.released.store(true, std::memory_order_relaxed);
+  }
+  // The calling thread's caches of released streams go now (their blocks were flushed above);
+  // other threads drop theirs at their next miss. The entry goes with the last of them.
+  drop_released_caches_of_calling_thread();
 }
 
 pool_statistics pool_state::statistics() const {

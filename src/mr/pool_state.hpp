@@ -106,12 +106,34 @@ inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcep
   return (value + step - 1) / step * step;
 }
 
+// What names a stream in the pool's table and in the thread caches: never reused, unlike a
+// handle. A handle is an address, and a stream created after another was destroyed may get the
+// same one (rmm#649); keyed by handle, the new stream would inherit the old one's arena, fences and
+// every thread's cached blocks, and reuse at once blocks that the old stream's work may still use.
+//   * the null stream: {null_stream, 0};
+//   * the per-thread default stream (one handle naming each thread's own stream): {per_thread,
+//     the calling thread's serial} (serials are never reused, unlike thread ids);
+//   * any other stream: {created, device_backend::stream_id} (cudaStreamGetId on the cuda backend).
+struct pool_stream_key {
+  enum class kind : std::uint8_t { null_stream, per_thread, created };
+  kind which = kind::null_stream;
+  std::uint64_t id = 0;
+
+  friend bool operator==(pool_stream_key a, pool_stream_key b) noexcept {
+    return a.which == b.which && a.id == b.id;
+  }
+  friend bool operator<(pool_stream_key a, pool_stream_key b) noexcept {
+    return a.which != b.which ? a.which < b.which : a.id < b.id;
+  }
+};
+
 // A stream's share of the pool (its arena): blocks freed on it, reusable at once by it and by
 // others only after a fence (one event) recorded after their free has completed. Aligned so that
 // its lock, taken by the stream's threads without the pool's mutex, shares no cache line with
 // another stream's.
 struct alignas(64) pool_stream {
   stream_handle handle = nullptr;
+  pool_stream_key key;
   // A per-thread default stream (one handle naming each thread's own stream) is owned by one
   // thread, known by its serial (never reused, unlike a thread id); 0 for other streams. Only the
   // owner may record on it or query it. `retired`, under the pool's mutex: the owner has exited
@@ -119,6 +141,13 @@ struct alignas(64) pool_stream {
   std::uint64_t owner_thread = 0;
   bool per_thread = false;
   bool retired = false;
+  // release_stream() ran (set under the pool's mutex; read by the caches' threads without it):
+  // the stream is about to be destroyed. Threads drop their caches for it at their next miss, and
+  // the entry goes once no cache refers to it and it owns nothing. Using the stream again clears
+  // it.
+  std::atomic<bool> released{false};
+  // Under the pool's mutex: thread caches whose `stream` is this entry.
+  std::size_t caches = 0;
   // Under the pool's mutex: threads inside obtain() for this stream (which may release the mutex);
   // a retired entry is not reaped while pinned.
   std::uint32_t pins = 0;
@@ -251,6 +280,16 @@ class pool_state {
   void deallocate_uncached(void* ptr, std::size_t size, std::size_t bytes,
                            stream_handle stream) noexcept;
   std::shared_ptr<pool_thread_cache> make_cache(stream_handle stream);
+  // The key of `stream` in the table and the thread caches (pool_stream_key). Asks the backend
+  // for the id of a stream other than the null and per-thread ones (may throw cuda_error).
+  pool_stream_key key_of(stream_handle stream) const;
+  // A thread drops its cache of a released stream (its blocks go back to the stream's lists and
+  // its counters to the retired ones); the cache is not used again.
+  void drop_cache(pool_thread_cache& cache) noexcept;
+  // drop_cache for each of the calling thread's caches of this pool whose stream was released.
+  void drop_released_caches_of_calling_thread() noexcept;
+  // The calling thread uses a released stream again through its cache: the release is undone.
+  void reuse_released(pool_thread_cache& cache) noexcept;
   pool_thread_cache* calling_thread_cache(stream_handle stream) noexcept;
   // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
   void retire_cache(pool_thread_cache& cache) noexcept;
@@ -286,7 +325,8 @@ class pool_state {
   bool is_per_thread(stream_handle handle) const noexcept {
     return has_per_thread_handle_ && handle != nullptr && handle == per_thread_handle_;
   }
-  // Drops the entries of retired per-thread streams that own nothing any more.
+  // Drops the entries of released streams and of exited threads' per-thread streams that own
+  // nothing and no cache refers to any more.
   void reap_retired_locked() noexcept;
   bool fenceable(pool_stream const& s) const noexcept;
   // The chunk holding `addr` (null if none): with mutex_ or chunks_mutex_ held.
@@ -404,8 +444,8 @@ class pool_state {
   alignas(64) mutable std::mutex mutex_;
   std::map<std::uintptr_t, pool_chunk> chunks_;  // changed with chunks_mutex_ held as well
   pool_extent_set free_;                         // extents free for every stream
-  // Keyed by (handle, owner thread serial): 0 but for per-thread default streams.
-  std::map<std::pair<stream_handle, std::uint64_t>, std::unique_ptr<pool_stream>> streams_;
+  // Keyed by what never names another stream (pool_stream_key), not by handle.
+  std::map<pool_stream_key, std::unique_ptr<pool_stream>> streams_;
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
   mutable std::shared_mutex chunks_mutex_;

@@ -15,15 +15,27 @@ namespace gpumem::detail {
 
 // --- streams and fences --------------------------------------------------------------------------
 
+pool_stream_key pool_state::key_of(stream_handle handle) const {
+  if (handle == nullptr) return {pool_stream_key::kind::null_stream, 0};
+  if (is_per_thread(handle)) return {pool_stream_key::kind::per_thread, this_thread_serial()};
+  return {pool_stream_key::kind::created, backend_.stream_id(handle)};
+}
+
 pool_stream& pool_state::stream_locked(stream_handle handle) {
-  bool const per_thread = is_per_thread(handle);
-  auto const key = std::make_pair(handle, per_thread ? this_thread_serial() : std::uint64_t{0});
+  pool_stream_key const key = key_of(handle);
   auto it = streams_.find(key);
-  if (it != streams_.end()) return *it->second;
-  if (per_thread) reap_retired_locked();  // threads come and go: their entries must not pile up
+  if (it != streams_.end()) {
+    // Used again after release_stream (allowed while the stream lives): keep the entry.
+    it->second->released.store(false, std::memory_order_relaxed);
+    return *it->second;
+  }
+  // Streams and threads come and go: entries they left must not pile up.
+  reap_retired_locked();
+  bool const per_thread = key.which == pool_stream_key::kind::per_thread;
   auto s = std::make_unique<pool_stream>();
   s->handle = handle;
-  s->owner_thread = key.second;
+  s->key = key;
+  s->owner_thread = per_thread ? key.id : 0;
   s->per_thread = per_thread;
   // A thread past its thread cache table (its thread_local destructors) has no cache to settle
   // this stream at its exit: the entry is retired from the start (its frees are fenced at once).
@@ -43,7 +55,8 @@ bool pool_state::fenceable(pool_stream const& s) const noexcept {
 void pool_state::reap_retired_locked() noexcept {
   for (auto it = streams_.begin(); it != streams_.end();) {
     pool_stream const& s = *it->second;
-    if (s.retired && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
+    bool const gone = s.retired || s.released.load(std::memory_order_relaxed);
+    if (gone && s.caches == 0 && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
         s.class_list_bytes.load(std::memory_order_relaxed) == 0)
       it = streams_.erase(it);
     else

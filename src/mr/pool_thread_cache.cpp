@@ -21,7 +21,7 @@ namespace {
 
 struct tls_entry {
   std::uint64_t pool_id;
-  stream_handle stream;
+  pool_stream_key stream;
   std::shared_ptr<pool_thread_cache> cache;
 };
 
@@ -33,9 +33,9 @@ struct tls_table {
 
 thread_local tls_table tls;
 
-// The last (pool, stream) looked up by this thread, and its cache. Pool ids start at 1.
+// The last (pool, stream key) looked up by this thread, and its cache. Pool ids start at 1.
 GPUMEM_TLS_INITIAL_EXEC thread_local std::uint64_t last_id = 0;
-GPUMEM_TLS_INITIAL_EXEC thread_local stream_handle last_stream = nullptr;
+GPUMEM_TLS_INITIAL_EXEC thread_local pool_stream_key last_stream{};
 GPUMEM_TLS_INITIAL_EXEC thread_local pool_thread_cache* last_cache = nullptr;
 // Set once the table has been destroyed at thread exit: destructors of other thread_locals that
 // run later and free pool memory then use the shared structures.
@@ -50,32 +50,52 @@ tls_table::~tls_table() {
     if (pool_state* pool = entry.cache->pool.load()) pool->retire_cache(*entry.cache);
 }
 
-pool_thread_cache* remember(std::uint64_t id, stream_handle stream, pool_thread_cache* cache) {
+pool_thread_cache* remember(std::uint64_t id, pool_stream_key stream, pool_thread_cache* cache) {
   last_id = id;
   last_stream = stream;
   last_cache = cache;
   return cache;
 }
 
+// Drops the calling thread's entries of destroyed pools, and hands back its caches of `pool`'s
+// released streams (their ids name no later stream: such a cache would never be used again).
+void forget_dead_entries(tls_table& t, pool_state& pool) noexcept {
+  auto const dead = [&pool](tls_entry const& e) {
+    pool_state* const owner = e.cache->pool.load();
+    if (owner == nullptr) return true;
+    if (owner != &pool || !e.cache->stream->released.load(std::memory_order_relaxed)) return false;
+    pool.drop_cache(*e.cache);
+    return true;
+  };
+  t.entries.erase(std::remove_if(t.entries.begin(), t.entries.end(), dead), t.entries.end());
+  last_id = 0;  // the remembered cache may have been one of them
+  last_cache = nullptr;
+}
+
 // Null once the thread's table is gone (thread exit).
-pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream) {
+pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream, pool_stream_key key) {
   if (table_gone) return nullptr;
   tls_table& t = tls;
   for (auto& entry : t.entries)
-    if (entry.pool_id == pool.id() && entry.stream == stream)
-      return remember(entry.pool_id, stream, entry.cache.get());
-  // Forget caches of destroyed pools before adding one.
-  t.entries.erase(
-      std::remove_if(t.entries.begin(), t.entries.end(),
-                     [](tls_entry const& e) { return e.cache->pool.load() == nullptr; }),
-      t.entries.end());
-  t.entries.push_back({pool.id(), stream, pool.make_cache(stream)});
-  return remember(pool.id(), stream, t.entries.back().cache.get());
+    if (entry.pool_id == pool.id() && entry.stream == key) {
+      if (entry.cache->stream->released.load(std::memory_order_relaxed))
+        pool.reuse_released(*entry.cache);
+      return remember(entry.pool_id, key, entry.cache.get());
+    }
+  // Forget caches of destroyed pools and released streams before adding one.
+  forget_dead_entries(t, pool);
+  t.entries.push_back({pool.id(), key, pool.make_cache(stream)});
+  return remember(pool.id(), key, t.entries.back().cache.get());
 }
 
+// The fast path also checks that the stream was not released: a stream used again after
+// release_stream() must undo the release (so that no other thread treats its blocks as idle).
 inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
-  if (last_id == pool.id() && last_stream == stream) return last_cache;
-  return find_or_make(pool, stream);
+  pool_stream_key const key = pool.key_of(stream);
+  if (last_id == pool.id() && last_stream == key &&
+      !last_cache->stream->released.load(std::memory_order_relaxed))
+    return last_cache;
+  return find_or_make(pool, stream, key);
 }
 
 }  // namespace
@@ -94,6 +114,11 @@ std::size_t pool_state::flush_calling_thread_locked() noexcept {
       entry.cache->seen_flush = flush_request_.load(std::memory_order_relaxed);
     }
   return flushed;
+}
+
+void pool_state::drop_released_caches_of_calling_thread() noexcept {
+  if (table_gone) return;
+  forget_dead_entries(tls, *this);
 }
 
 void pool_state::flush_calling_thread() {

@@ -95,6 +95,21 @@ TEST(pin_scope, pins_for_the_scope_and_can_be_reentered) {
   EXPECT_EQ(d.copy_to_host(), data);
 }
 
+TEST(pin_scope, reentry_works_inside_defer_cleanup_and_flushes_nothing) {
+  std::vector<int> data(1024, 3);
+  pending_deallocations& queue = current_context().pending_deallocations();
+  cleanup_guard guard = current_context().memory_manager().defer_cleanup();
+  { (void)device_array<int>({16}); }  // a queued device free must stay queued
+  std::size_t const queued = queue.size();
+  for (int round = 0; round < 3; ++round) {
+    auto map = mapped(host_span<int>(data));
+    EXPECT_EQ(map.array()(5), 3);
+  }
+  EXPECT_EQ(queue.size(), queued) << "a pin scope neither queues its unpin nor flushes the queue";
+  backend().register_host(data.data(), data.size() * sizeof(int), false, false);
+  backend().unregister_host(data.data());
+}
+
 TEST(pin_scope, several_spans_and_empty_ones) {
   std::vector<int> a(100), b(50);
   std::vector<int> none;

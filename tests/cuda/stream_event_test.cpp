@@ -228,6 +228,30 @@ TEST(cuda_stream, blocking_and_non_blocking_streams_can_be_created_and_destroyed
   EXPECT_NO_THROW(b.synchronize());
 }
 
+TEST(cuda_stream, stream_ids_are_stable_and_never_reused) {
+  auto& b = backend();
+  std::uint64_t const null_id = b.stream_id(nullptr);
+  EXPECT_EQ(b.stream_id(nullptr), null_id) << "the null stream keeps its id";
+  std::vector<std::uint64_t> seen{null_id};
+  for (int round = 0; round < 8; ++round) {
+    gpumem::stream_handle const s = b.create_stream(round % 2 == 0);
+    std::uint64_t const id = b.stream_id(s);
+    EXPECT_EQ(b.stream_id(s), id);
+    for (std::uint64_t old : seen)
+      EXPECT_NE(id, old) << "round " << round << ": a stream got an id given before (handles "
+                         << "may be reused after destroy_stream, ids never)";
+    seen.push_back(id);
+    b.destroy_stream(s);
+  }
+  gpumem::stream_handle const per_thread = b.per_thread_default_stream();
+  std::uint64_t const mine = b.stream_id(per_thread);
+  EXPECT_EQ(b.stream_id(per_thread), mine);
+  std::uint64_t theirs = mine;
+  std::thread other([&] { theirs = b.stream_id(per_thread); });
+  other.join();
+  EXPECT_NE(theirs, mine) << "the per-thread stream's id is the calling thread's own stream's";
+}
+
 TEST(cuda_event, destroying_an_event_with_a_pending_record_is_safe) {
   auto& b = backend();
   scoped_stream stream;

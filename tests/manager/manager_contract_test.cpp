@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "log_capture.hpp"
 #include "test_plugin_manager.hpp"
 
 namespace gpumem {
@@ -185,7 +186,7 @@ TYPED_TEST(manager_contract, memhostalloc_mapped_is_visible_through_its_device_p
   EXPECT_EQ(seen, pattern);
 }
 
-TYPED_TEST(manager_contract, mempin_keeps_the_owner_alive_until_unpinned) {
+TYPED_TEST(manager_contract, mempin_keeps_the_owner_alive_until_unpinned_at_once) {
   for (bool mapped : {false, true}) {
     auto owner = std::make_shared<std::vector<char>>(8192, 'x');
     std::weak_ptr<std::vector<char>> watch = owner;
@@ -200,14 +201,34 @@ TYPED_TEST(manager_contract, mempin_keeps_the_owner_alive_until_unpinned) {
       }
       EXPECT_FALSE(watch.expired());
     }
-    // Every manager here defers host-side releases: the unpin is queued, and the owner lives
-    // until it has happened.
-    EXPECT_EQ(this->queue().size(), 1u);
-    EXPECT_FALSE(watch.expired());
-    this->manager().reset();
+    // Unpinned when the last owner goes, not queued (Numba's _pin_finalizer): the owner goes too.
+    EXPECT_EQ(this->queue().size(), 0u);
     EXPECT_TRUE(watch.expired()) << "mapped=" << mapped;
   }
   EXPECT_THROW((void)this->manager().mempin(nullptr, nullptr, 10, false), logic_error);
+}
+
+TYPED_TEST(manager_contract, mempin_may_pin_the_same_range_again_at_once_even_when_deferred) {
+  auto owner = std::make_shared<std::vector<char>>(4096, 'y');
+  cleanup_guard guard = this->manager().defer_cleanup();
+  for (int round = 0; round < 3; ++round) {
+    bool const mapped = round % 2 == 1;
+    // A second registration of a range still pinned would fail ("already registered").
+    host_memory pinned = this->manager().mempin(owner, owner->data(), owner->size(), mapped);
+    EXPECT_EQ(pinned.host_pointer(), owner->data());
+  }
+  EXPECT_EQ(this->queue().size(), 0u) << "defer_cleanup() does not hold unpinning";
+}
+
+TYPED_TEST(manager_contract, a_failed_unpin_is_logged_not_thrown) {
+  auto owner = std::make_shared<std::vector<char>>(4096, 'z');
+  test::error_log_capture log;
+  {
+    host_memory pinned = this->manager().mempin(owner, owner->data(), owner->size(), false);
+    backend().unregister_host(owner->data());  // as a context reset under the pointer would
+  }
+  ASSERT_EQ(log.errors().size(), 1u);
+  EXPECT_NE(log.errors().front().find("not registered"), std::string::npos) << log.errors().front();
 }
 
 TYPED_TEST(manager_contract, memallocmanaged_is_usable_from_the_host) {

@@ -162,6 +162,49 @@ TEST(pending_deallocations, after_close_enqueue_releases_at_once) {
   queue.check_invariants();
 }
 
+TEST(pending_deallocations, the_release_barrier_runs_once_before_each_batch) {
+  pending_deallocations queue(2, 1u << 30);
+  std::vector<std::string> order;
+  queue.set_release_barrier([&order] { order.push_back("barrier"); });
+  EXPECT_EQ(queue.flush(), 0u);
+  EXPECT_TRUE(order.empty()) << "no barrier for an empty batch";
+  for (int i = 0; i < 3; ++i)  // the third passes the count limit
+    queue.enqueue([&order, i] { order.push_back("free " + std::to_string(i)); }, 1);
+  EXPECT_EQ(order, (std::vector<std::string>{"barrier", "free 0", "free 1", "free 2"}));
+  order.clear();
+  {
+    cleanup_guard guard = queue.defer_cleanup();
+    for (int i = 0; i < 4; ++i)
+      queue.enqueue([&order] { order.push_back("free"); }, 1);
+    EXPECT_TRUE(order.empty());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"barrier", "free", "free", "free", "free"}))
+      << "the end of the deferral flushes one batch behind one barrier";
+  order.clear();
+  queue.enqueue([&order] { order.push_back("free"); }, 1);
+  queue.close();
+  queue.enqueue([&order] { order.push_back("late"); }, 1);
+  EXPECT_EQ(order, (std::vector<std::string>{"barrier", "free", "barrier", "late"}))
+      << "close() and every release after it come behind the barrier too";
+}
+
+TEST(pending_deallocations, a_failing_barrier_is_logged_and_the_batch_still_released) {
+  test::error_log_capture log;
+  pending_deallocations queue(10, 1u << 30);
+  queue.set_release_barrier([] { throw std::runtime_error("device lost"); });
+  int released = 0;
+  for (int i = 0; i < 3; ++i)
+    queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_NO_THROW(EXPECT_EQ(queue.flush(), 3u));
+  EXPECT_EQ(released, 3);
+  ASSERT_EQ(log.errors().size(), 1u);
+  EXPECT_NE(log.errors().front().find("device lost"), std::string::npos) << log.errors().front();
+  queue.set_release_barrier({});  // removed: nothing runs before the next batch
+  queue.enqueue([&released] { ++released; }, 1);
+  EXPECT_EQ(queue.flush(), 1u);
+  EXPECT_EQ(log.errors().size(), 1u);
+}
+
 TEST(pending_deallocations, releases_from_many_threads_all_run) {
   std::atomic<int> released{0};
   {

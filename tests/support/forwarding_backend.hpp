@@ -5,6 +5,7 @@
 #include <gpumem/cuda/device_backend.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -66,6 +67,7 @@ class forwarding_backend : public device_backend {
   void synchronize_stream(stream_handle stream) override { inner_.synchronize_stream(stream); }
   bool query_stream(stream_handle stream) override { return inner_.query_stream(stream); }
   stream_handle per_thread_default_stream() override { return inner_.per_thread_default_stream(); }
+  std::uint64_t stream_id(stream_handle stream) override { return inner_.stream_id(stream); }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     inner_.enqueue_host_function(stream, fn);
   }

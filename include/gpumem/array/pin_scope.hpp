@@ -15,12 +15,11 @@
 //     s.synchronize();
 //   }
 //
-// When a scope ends the range is unpinned AT ONCE: the scope drops its memory and flushes the
-// context's deferred-deallocation queue, so the same memory can be pinned again right away (the
-// spec's re-entry). Inside a defer_cleanup() guard the unpin is deferred like every other release,
-// and pinning the same range again before the guard ends fails with the backend's
-// "already registered" error. Device work that uses the memory must have completed before the
-// scope ends; a mapped_array taken out of the scope keeps the range pinned until it is dropped.
+// When a scope ends the range is unpinned AT ONCE (mempin's memory unpins when its last owner
+// goes, even inside a defer_cleanup() guard, as Numba's _pin_finalizer), so the same memory can be
+// pinned again right away (the spec's re-entry). Device work that uses the memory must have
+// completed before the scope ends; a mapped_array taken out of the scope keeps the range pinned
+// until it is dropped.
 //
 // Ownership: move-only; the pins belong to the scope. Thread safety: one scope per thread; the
 // memory must not be pinned by two scopes at once (CUDA refuses overlapping registrations).
@@ -29,10 +28,8 @@
 #include <gpumem/array/host_span.hpp>
 #include <gpumem/array/mapped_array.hpp>
 #include <gpumem/manager/host_memory.hpp>
-#include <gpumem/manager/pending_deallocations.hpp>
 
 #include <cstddef>
-#include <memory>
 #include <vector>
 
 namespace gpumem {
@@ -40,10 +37,8 @@ namespace gpumem {
 namespace detail {
 // mempin of the current context (mapped or not) over [ptr, ptr + bytes); nothing for 0 bytes.
 host_memory pin_host_range(void* ptr, std::size_t bytes, bool mapped);
-std::shared_ptr<pending_deallocations> current_deallocation_queue();
-// Drops `pins`, then flushes `queue` so the unpinning happens now (unless deferred).
-void release_pins(std::vector<host_memory>& pins,
-                  std::shared_ptr<pending_deallocations> const& queue) noexcept;
+// Drops `pins` (each unpins when its last owner goes); warns about pins still shared elsewhere.
+void release_pins(std::vector<host_memory>& pins) noexcept;
 }  // namespace detail
 
 class pinned_scope {
@@ -52,19 +47,17 @@ class pinned_scope {
   pinned_scope(pinned_scope&& other) noexcept = default;
   pinned_scope& operator=(pinned_scope&& other) noexcept {
     if (this != &other) {
-      detail::release_pins(pins_, queue_);
+      detail::release_pins(pins_);
       pins_ = std::move(other.pins_);
-      queue_ = std::move(other.queue_);
     }
     return *this;
   }
   pinned_scope(pinned_scope const&) = delete;
   pinned_scope& operator=(pinned_scope const&) = delete;
-  ~pinned_scope() { detail::release_pins(pins_, queue_); }
+  ~pinned_scope() { detail::release_pins(pins_); }
 
   // Pins one more range (a no-op for 0 bytes).
   void add(void* ptr, std::size_t bytes) {
-    if (!queue_) queue_ = detail::current_deallocation_queue();
     host_memory pin = detail::pin_host_range(ptr, bytes, false);
     if (pin.size() != 0) pins_.push_back(std::move(pin));
   }
@@ -72,7 +65,6 @@ class pinned_scope {
 
  private:
   std::vector<host_memory> pins_;
-  std::shared_ptr<pending_deallocations> queue_;
 };
 
 // Pins every span for the life of the returned scope.
@@ -86,7 +78,7 @@ template <class... T>
 template <class T>
 class mapped_scope {
  public:
-  explicit mapped_scope(host_span<T> span) : queue_(detail::current_deallocation_queue()) {
+  explicit mapped_scope(host_span<T> span) {
     host_memory pin = detail::pin_host_range(span.data(), span.size_bytes(), true);
     if (pin.size() == 0) return;
     array_ = mapped_array<T>(pin);
@@ -98,14 +90,13 @@ class mapped_scope {
   mapped_scope& operator=(mapped_scope&&) = delete;
   ~mapped_scope() {
     array_ = mapped_array<T>();
-    detail::release_pins(pins_, queue_);
+    detail::release_pins(pins_);
   }
 
   // The mapped memory as a one-dimensional array: view() for kernels, operator() on the host.
   mapped_array<T> const& array() const noexcept { return array_; }
 
  private:
-  std::shared_ptr<pending_deallocations> queue_;
   std::vector<host_memory> pins_;
   mapped_array<T> array_;
 };

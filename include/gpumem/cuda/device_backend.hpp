@@ -141,6 +141,11 @@ class device_backend {
   virtual bool query_stream(stream_handle stream) = 0;  // true when all work has completed
   // The per-thread default stream (cudaStreamPerThread).
   virtual stream_handle per_thread_default_stream() = 0;
+  // A number that names `stream` (a live one) for the life of the process and is never given to
+  // another stream (cudaStreamGetId). Handles are addresses: a stream created after another was
+  // destroyed may get the same one, its id never. The null stream has a fixed id; the per-thread
+  // default stream's is the calling thread's own stream's.
+  virtual std::uint64_t stream_id(stream_handle stream) = 0;
   // Runs `fn` on the host once all prior work on `stream` has completed, in stream order
   // (cudaLaunchHostFunc). `fn` must not call back into stream operations.
   virtual void enqueue_host_function(stream_handle stream, std::function<void()> fn) = 0;

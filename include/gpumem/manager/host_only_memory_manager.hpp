@@ -2,9 +2,11 @@
 //
 // A partial memory manager for plugins whose allocator manages device memory only (the spec's
 // HostOnlyCUDAMemoryManager). It implements
-//   * memhostalloc / mempin: pinned and mapped host memory through the backend; unpinning and
-//     freeing go through the context's deferred-deallocation queue (pending_deallocations), with
-//     the pinned size counted towards the byte limit;
+//   * memhostalloc: pinned and mapped host memory through the backend, freed through the
+//     context's deferred-deallocation queue (pending_deallocations), with the size counted towards
+//     the byte limit;
+//   * mempin: pins existing host memory; unpinned AT ONCE when the last owner goes (as Numba's
+//     _pin_finalizer: a pinned or mapped scope may pin the same range again right after);
 //   * memallocmanaged: managed memory through the backend, freed through the same queue
 //     (override it if the plugin's allocator provides managed memory);
 //   * reset(): flushes the queue; defer_cleanup(): a guard that defers the queue;

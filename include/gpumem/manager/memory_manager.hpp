@@ -69,7 +69,9 @@ class memory_manager {
   // Pinned host memory, mapped into the device address space when `flags.mapped`.
   virtual host_memory memhostalloc(std::size_t bytes, host_alloc_flags flags) = 0;
   // Pins [ptr, ptr + bytes), which `owner` keeps alive; the result keeps `owner` alive until the
-  // range is unpinned.
+  // range is unpinned. The range must be unpinned AT ONCE when the result's last owner goes (not
+  // deferred, not even inside defer_cleanup(): Numba's _pin_finalizer), so that the caller may pin
+  // it again right after (pinned/mapped scopes).
   virtual host_memory mempin(std::shared_ptr<void> owner, void* ptr, std::size_t bytes,
                              bool mapped) = 0;
   // Managed memory; `attach_global` as cudaMemAttachGlobal (else cudaMemAttachHost).

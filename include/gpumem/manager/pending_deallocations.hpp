@@ -19,6 +19,12 @@
 // close() (context destruction) flushes regardless of deferral; afterwards enqueue() runs the
 // release at once, so memory that outlives its context is still freed.
 //
+// A release barrier (set_release_barrier) runs once before each batch of releases: every flush,
+// and every release made at once after close(). A manager whose frees are reusable at once (a
+// pool) sets a device synchronisation there, so ONE wait covers a whole batch, as Numba's flush
+// whose first cuMemFree waits for the device. A barrier that throws is logged and the batch is
+// still released.
+//
 // Thread safety: every member may be called from any thread. One mutex guards the items, the
 // byte count and the deferral depth; releases run OUTSIDE the mutex (a release may enqueue, and
 // other threads keep enqueueing during a long flush). Concurrent flushes each take a disjoint
@@ -30,6 +36,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 namespace gpumem {
@@ -49,6 +56,10 @@ class pending_deallocations {
   std::size_t flush();
   // Flushes regardless of deferral and makes later enqueue() calls release at once.
   void close() noexcept;
+  // Runs `barrier` before each non-empty batch of releases, outside the lock, on the releasing
+  // thread (see the file comment). Replaces the previous one; an empty function removes it. The
+  // barrier may run after the context is gone: it must capture shared state, never a manager.
+  void set_release_barrier(std::function<void()> barrier);
 
   std::size_t size() const;
   std::size_t bytes() const;
@@ -76,7 +87,9 @@ class pending_deallocations {
   };
   bool over_limits_locked() const noexcept;
   std::deque<item> take_all_locked();
-  static std::size_t run(std::deque<item>& items) noexcept;
+  using barrier = std::shared_ptr<std::function<void()> const>;
+  // Runs `batch` after `before` (if any; skipped for an empty batch).
+  static std::size_t run(std::deque<item>& batch, barrier const& before) noexcept;
   void end_deferral() noexcept;
 
   std::size_t const max_count_;
@@ -86,6 +99,7 @@ class pending_deallocations {
   std::size_t bytes_ = 0;
   std::size_t deferral_depth_ = 0;
   bool closed_ = false;
+  barrier barrier_;  // copied (a reference count) under the lock for each batch
 };
 
 }  // namespace gpumem

@@ -7,18 +7,23 @@
 //     return std::make_unique<resource_memory_manager>(ctx, std::make_shared<my_resource>());
 //   });
 //
-// memalloc -> resource->allocate_sync; when the last owner goes -> resource->deallocate_sync AT
-// ONCE (no deferral: a pool resource takes the block back immediately, which is the point of
-// using one; defer_cleanup() defers only the host side, see host_only_memory_manager).
+// memalloc -> resource->allocate(bytes, null stream), with no synchronisation. When the last owner
+// goes, the free is QUEUED on the context's pending_deallocations (Numba's deferred deallocation:
+// NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT / _RATIO, flushed on reset() and out-of-memory; nothing is
+// freed inside defer_cleanup()). The manager sets the queue's release barrier: each flush makes
+// ONE device synchronisation, then returns the whole batch to the resource on the null stream.
+// That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
+// call: see the comment above memalloc in resource_memory_manager.cpp. A free after the context
+// is closed runs at once (after the barrier); failures there are logged, never thrown.
 // Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
 // recovery; the pointer's last owner frees on that stream (memory_manager.hpp). release_stream and
 // the held bytes of get_memory_statistics() ask the hooks (a pool's release_stream and chunks).
 // get_memory_info forwards the resource's (which may throw not_supported). reset() flushes the
-// host side and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources over cudaMalloc).
-// With GPUMEM_DEBUG_MEMORY on when the manager is made, the resource is wrapped in the debug
-// adaptor (tracking_adaptor): resource() and debug_tracker() are that adaptor.
+// queue (device and host frees) and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources
+// over cudaMalloc). With GPUMEM_DEBUG_MEMORY on when the manager is made, the resource is wrapped
+// in the debug adaptor (tracking_adaptor): resource() and debug_tracker() are that adaptor.
 //
 // Ownership: the resource is shared with every pointer's finalizer, so it outlives all memory it
 // handed out, even after the context is closed. Thread safety: as the resource's (the manager

@@ -140,7 +140,10 @@ struct pool_statistics {
 // that device.
 //
 // Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
-// call release_stream(s) before destroying s.
+// call release_stream(s) before destroying s. The pool keys its per-stream state (arenas, fences,
+// the threads' stacks) by device_backend::stream_id (cudaStreamGetId), which is never reused, not
+// by handle: a stream created later at a destroyed stream's address starts with nothing of the
+// old one's, and the old one's entry goes once released and empty (rmm#649).
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
 // their thread (thread_local, keyed by pool and stream). Each stream's arena has its own lock: a
@@ -198,7 +201,9 @@ class pool_resource final : public memory_resource {
   // the bytes given back. Never waits for a stream.
   std::size_t trim();
   // Waits for `stream` and makes everything freed on it free for all streams; call before
-  // destroying a stream the pool has seen.
+  // destroying a stream the pool has seen, after the last free on it. Other threads' stacks for it
+  // go back at their next miss, and the pool then forgets the stream. Allocating on it again (while
+  // it lives) is allowed and undoes the release.
   void release_stream(stream_handle stream);
 
   pool_options const& options() const noexcept;

@@ -1,0 +1,286 @@
+// resource_memory_manager's EMM side (the "pool" and "async" built-ins and plugins over a
+// resource): memalloc waits for nothing, frees are queued on the context's pending_deallocations
+// (Numba's count and ratio limits, held by defer_cleanup), and each flush makes exactly one device
+// synchronisation before returning the batch to the resource. A free after close() is harmless.
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/manager/resource_memory_manager.hpp>
+#include <gpumem/mr/memory_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "forwarding_backend.hpp"
+#include "log_capture.hpp"
+#include "scoped_backend.hpp"
+#include "stream_gate.hpp"
+
+namespace gpumem {
+namespace {
+
+// A host device that counts the waits gpumem makes and can play a device whose context was reset
+// (every synchronisation fails).
+class counting_backend final : public test::forwarding_backend {
+ public:
+  using forwarding_backend::forwarding_backend;
+  void synchronize() override {
+    device_synchronizations.fetch_add(1);
+    if (dead.load())
+      throw cuda_error(709, "cudaErrorContextIsDestroyed", "cudaDeviceSynchronize", __FILE__,
+                       __LINE__, "the test's device was reset");
+    inner_.synchronize();
+  }
+  void synchronize_stream(stream_handle stream) override {
+    stream_synchronizations.fetch_add(1);
+    inner_.synchronize_stream(stream);
+  }
+  // recycle(s): the live handle `s` names a "new" stream from now on (a fresh id), as if s had been
+  // destroyed and the next stream created at its address.
+  std::uint64_t stream_id(stream_handle stream) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = renamed_.find(stream);
+    return it == renamed_.end() ? inner_.stream_id(stream) : it->second;
+  }
+  void recycle(stream_handle stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    renamed_[stream] = next_id_++;
+  }
+  std::atomic<int> device_synchronizations{0};
+  std::atomic<int> stream_synchronizations{0};
+  std::atomic<bool> dead{false};
+
+ private:
+  std::mutex mutex_;
+  std::map<stream_handle, std::uint64_t> renamed_;
+  std::uint64_t next_id_ = std::uint64_t{1} << 62;
+};
+
+// Installs a counting_backend over a private host device of `capacity` bytes for the scope.
+struct counted_device {
+  explicit counted_device(std::size_t capacity)
+      : inner(make_host_backend(host_backend_options{capacity})),
+        counter(new counting_backend(*inner)),
+        installed(std::unique_ptr<device_backend>(counter)) {}
+  int waits() const { return counter->device_synchronizations + counter->stream_synchronizations; }
+  void reset_counts() {
+    counter->device_synchronizations = 0;
+    counter->stream_synchronizations = 0;
+  }
+  std::unique_ptr<device_backend> inner;  // outlives the scoped backend that forwards to it
+  counting_backend* counter;              // owned by `installed`
+  test::scoped_backend installed;
+};
+
+// Every call straight to the backend (a freed block is gone at once): the simplest resource for
+// the out-of-memory path.
+class backend_resource final : public memory_resource {
+ public:
+  std::string name() const override { return "backend_resource"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override {
+    return bytes == 0 ? nullptr : backend().allocate(bytes);
+  }
+  void do_deallocate(void* ptr, std::size_t, stream_handle) noexcept override {
+    try {
+      if (ptr != nullptr) backend().deallocate(ptr);
+    } catch (...) {
+    }
+  }
+};
+
+// The pool waits once for a stream-ordered upstream when it grows (not per call): grow it first.
+void warm_up(memory_manager& m, pending_deallocations& queue) {
+  { memory_pointer warm = m.memalloc(64 * KiB); }
+  queue.flush();
+}
+
+class resource_manager_emm : public ::testing::TestWithParam<char const*> {};
+
+TEST_P(resource_manager_emm, memalloc_does_not_wait_and_frees_wait_once_per_flush) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager(GetParam()));
+  memory_manager& m = ctx.memory_manager();
+  pending_deallocations& queue = ctx.pending_deallocations();
+  std::size_t const limit = queue.max_count();
+  ASSERT_GE(limit, 2u);
+  warm_up(m, queue);
+  device.reset_counts();
+  std::set<void*> pending;
+  for (std::size_t i = 0; i < limit; ++i) {
+    memory_pointer p = m.memalloc(4 * KiB);
+    ASSERT_NE(p.device_pointer(), nullptr);
+    pending.insert(p.device_pointer());
+  }
+  EXPECT_EQ(device.waits(), 0) << "neither memalloc nor a drop waits for the device";
+  EXPECT_EQ(queue.size(), limit) << "every drop queued its free";
+  memory_statistics st = m.get_memory_statistics();
+  EXPECT_EQ(st.pending_count, limit);
+  EXPECT_EQ(st.bytes_in_use, limit * 4 * KiB) << "queued frees still count as in use";
+  {
+    memory_pointer fresh = m.memalloc(4 * KiB);
+    EXPECT_EQ(pending.count(fresh.device_pointer()), 0u)
+        << "a block whose free is still queued was handed out again";
+    EXPECT_EQ(device.waits(), 0);
+  }  // the limit + 1st item: the queue flushes
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_EQ(device.counter->device_synchronizations, 1) << "one device synchronisation per flush";
+  EXPECT_EQ(device.counter->stream_synchronizations, 0);
+  st = m.get_memory_statistics();
+  EXPECT_EQ(st.bytes_in_use, 0u);
+  EXPECT_EQ(st.allocations, 0u);
+  EXPECT_EQ(st.total_allocations, limit + 2);
+}
+
+TEST_P(resource_manager_emm, defer_cleanup_holds_device_frees_until_the_guard_ends) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager(GetParam()));
+  memory_manager& m = ctx.memory_manager();
+  pending_deallocations& queue = ctx.pending_deallocations();
+  std::size_t const items = 2 * queue.max_count() + 1;
+  warm_up(m, queue);
+  device.reset_counts();
+  {
+    cleanup_guard guard = m.defer_cleanup();
+    for (std::size_t i = 0; i < items; ++i)
+      (void)m.memalloc(KiB);
+    EXPECT_EQ(queue.size(), items) << "past the count limit, nothing freed while deferred";
+    m.reset();  // a no-op for the queue while deferred
+    EXPECT_EQ(queue.size(), items);
+    EXPECT_EQ(m.get_memory_statistics().bytes_in_use, items * KiB);
+    EXPECT_EQ(device.waits(), 0);
+  }
+  EXPECT_EQ(queue.size(), 0u) << "the guard ended over the limit: one flush";
+  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
+}
+
+TEST_P(resource_manager_emm, the_byte_ratio_limit_flushes_too) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager(GetParam()));
+  memory_manager& m = ctx.memory_manager();
+  pending_deallocations& queue = ctx.pending_deallocations();
+  std::size_t const half = queue.max_bytes() / 2 + 1;  // two of them pass the ratio's bytes
+  ASSERT_GT(queue.max_count(), 2u);
+  device.reset_counts();
+  (void)m.memalloc(half);
+  EXPECT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue.bytes(), half);
+  (void)m.memalloc(half);
+  EXPECT_EQ(queue.size(), 0u) << queue.bytes() << " bytes queued, limit " << queue.max_bytes();
+  EXPECT_EQ(device.counter->device_synchronizations, 1);
+}
+
+TEST_P(resource_manager_emm, reset_flushes_with_one_synchronisation) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager(GetParam()));
+  memory_manager& m = ctx.memory_manager();
+  for (int i = 0; i < 3; ++i)
+    (void)m.memalloc(KiB);
+  device.reset_counts();
+  m.reset();
+  EXPECT_EQ(ctx.pending_deallocations().size(), 0u);
+  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
+}
+
+TEST_P(resource_manager_emm, a_free_after_close_is_released_at_once_and_never_throws) {
+  counted_device device(256 * MiB);
+  set_memory_manager(load_memory_manager(GetParam()));
+  memory_pointer kept = get_context(0).memory_manager().memalloc(KiB);
+  memory_pointer doomed = get_context(0).memory_manager().memalloc(KiB);
+  close(0);
+  test::error_log_capture log;
+  device.reset_counts();
+  kept = memory_pointer();
+  EXPECT_EQ(device.counter->device_synchronizations, 1) << "released at once, after the barrier";
+  EXPECT_TRUE(log.errors().empty()) << log.errors().front();
+  // As a device whose CUDA context was reset under gpumem: the wait fails, the free is logged.
+  device.counter->dead = true;
+  EXPECT_NO_THROW(doomed = memory_pointer());
+  device.counter->dead = false;
+  // The barrier's failure, and for the pool (whose last pointer this was) its destructor's wait.
+  std::vector<std::string> const errors = log.errors();
+  ASSERT_GE(errors.size(), 1u);
+  EXPECT_NE(errors.front().find("release barrier"), std::string::npos) << errors.front();
+  for (std::string const& e : errors)
+    EXPECT_NE(e.find("cudaErrorContextIsDestroyed"), std::string::npos) << e;
+  set_memory_manager({});
+  close();
+}
+
+INSTANTIATE_TEST_SUITE_P(builtins, resource_manager_emm, ::testing::Values("pool", "async"));
+
+TEST(resource_manager_emm_recovery, out_of_memory_flushes_the_queue_and_retries_once) {
+  counted_device device(16 * MiB);
+  context ctx(0, [](context& c) {
+    return std::make_unique<resource_memory_manager>(c, std::make_shared<backend_resource>());
+  });
+  memory_manager& m = ctx.memory_manager();
+  (void)m.memalloc(3 * MiB);  // queued: below both limits on a 16 MiB device
+  ASSERT_EQ(ctx.pending_deallocations().size(), 1u);
+  device.reset_counts();
+  memory_pointer big = m.memalloc(14 * MiB);
+  EXPECT_NE(big.device_pointer(), nullptr);
+  EXPECT_EQ(ctx.pending_deallocations().size(), 0u);
+  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  EXPECT_EQ(m.get_memory_statistics().out_of_memory_retries, 1u);
+  {
+    cleanup_guard guard = m.defer_cleanup();
+    big = memory_pointer();
+    EXPECT_THROW((void)m.memalloc(14 * MiB), out_of_memory)
+        << "inside defer_cleanup() the queued free is not flushed, as Numba";
+  }
+}
+
+TEST(resource_manager_streams, a_reused_stream_handle_does_not_alias_in_the_pool_manager) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  {
+    test::stream_gate gate;
+    gate.block(s);  // the old stream's work is still pending when it "goes"
+    void* old_block = nullptr;
+    {
+      memory_pointer p = m.allocate(4 * KiB, s);
+      old_block = p.device_pointer();
+    }  // freed on s: reusable at once by s alone
+    EXPECT_EQ(m.allocate(4 * KiB, s).device_pointer(), old_block) << "stream order on s";
+    device.counter->recycle(s);  // destroyed, and a new stream created at its address
+    memory_pointer fresh = m.allocate(4 * KiB, s);
+    EXPECT_NE(fresh.device_pointer(), old_block)
+        << "the new stream was handed a block the old stream's pending work may still use";
+    fresh = memory_pointer();
+    gate.open();
+  }
+  m.release_stream(s);  // reachable from the manager: the pool forgets the released stream
+  backend().destroy_stream(s);
+}
+
+TEST(resource_manager_streams, streams_created_released_and_destroyed_leave_nothing_behind) {
+  counted_device device(256 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  for (int round = 0; round < 30; ++round) {
+    stream_handle const s = backend().create_stream(true);
+    { memory_pointer p = m.allocate(64 * KiB, s); }
+    m.release_stream(s);
+    backend().destroy_stream(s);
+  }
+  m.reset();
+  EXPECT_EQ(m.get_memory_statistics().held_bytes, 0u)
+      << "memory of released streams stayed parked in the pool";
+}
+
+}  // namespace
+}  // namespace gpumem

@@ -1,0 +1,152 @@
+// The pool names streams by an id that is never reused (device_backend::stream_id, cudaStreamGetId
+// on the cuda backend), not by handle: a stream created at a destroyed stream's address inherits
+// none of its arena, and the entries of released streams do not pile up.
+#include <gpumem/core/units.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "forwarding_backend.hpp"
+#include "pool_test_support.hpp"
+#include "scoped_backend.hpp"
+
+namespace gpumem {
+namespace {
+
+// Plays CUDA's handle reuse without undefined behaviour: recycle(s) makes the live handle `s` name
+// a "new" stream (a fresh id), as if s had been destroyed with work pending and the next
+// cudaStreamCreate had returned the same address.
+class recycling_backend final : public test::forwarding_backend {
+ public:
+  using forwarding_backend::forwarding_backend;
+  std::uint64_t stream_id(stream_handle stream) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = renamed_.find(stream);
+    return it == renamed_.end() ? inner_.stream_id(stream) : it->second;
+  }
+  void recycle(stream_handle stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    renamed_[stream] = next_++;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<stream_handle, std::uint64_t> renamed_;
+  std::uint64_t next_ = std::uint64_t{1} << 62;  // far from the host backend's own ids
+};
+
+struct recycled_device {
+  recycled_device()
+      : inner(make_host_backend(host_backend_options{512 * MiB})),
+        recycler(new recycling_backend(*inner)),
+        installed(std::unique_ptr<device_backend>(recycler)) {}
+  std::unique_ptr<device_backend> inner;  // outlives the scoped backend that forwards to it
+  recycling_backend* recycler;            // owned by `installed`
+  test::scoped_backend installed;
+};
+
+TEST(pool_stream_identity, a_stream_at_a_reused_handle_inherits_nothing) {
+  recycled_device device;
+  stream_handle const s = backend().create_stream(true);
+  {
+    cuda_resource upstream;
+    pool_resource pool(upstream, pool_options{});
+    test::closed_gate gate(s);  // the old stream's work is still pending
+    for (std::size_t bytes : {std::size_t{4 * KiB}, std::size_t{8 * MiB}}) {
+      void* const p = pool.allocate(bytes, s);
+      pool.deallocate(p, bytes, s);
+      void* const again = pool.allocate(bytes, s);
+      EXPECT_EQ(again, p) << bytes << ": a stream reuses its own free at once (stream order)";
+      pool.deallocate(again, bytes, s);
+      device.recycler->recycle(s);  // s is gone; a new stream has its address
+      void* const fresh = pool.allocate(bytes, s);
+      EXPECT_NE(fresh, p) << bytes << ": the new stream was given a block that the old stream's "
+                          << "pending work may still use";
+      pool.deallocate(fresh, bytes, s);
+    }
+    pool.check_invariants();
+    gate.open();
+    pool.release_stream(s);
+  }
+  backend().destroy_stream(s);
+}
+
+TEST(pool_stream_identity, released_streams_leave_no_entries_behind) {
+  test::scoped_backend device(512 * MiB);
+  cuda_resource upstream;
+  pool_resource pool(upstream, pool_options{});
+  for (int round = 0; round < 40; ++round) {
+    stream_handle const s = backend().create_stream(round % 2 == 0);
+    for (std::size_t bytes : {std::size_t{256}, std::size_t{64 * KiB}, std::size_t{4 * MiB}}) {
+      void* const p = pool.allocate(bytes, s);
+      pool.deallocate(p, bytes, s);
+    }
+    pool.release_stream(s);
+    backend().destroy_stream(s);
+    pool.check_invariants();
+  }
+  EXPECT_LE(pool.statistics().streams, 1u) << "entries of released streams piled up";
+}
+
+TEST(pool_stream_identity, another_threads_cache_of_a_released_stream_goes_at_its_next_miss) {
+  test::scoped_backend device(512 * MiB);
+  cuda_resource upstream;
+  pool_resource pool(upstream, pool_options{});
+  stream_handle const s = backend().create_stream(true);
+  std::promise<void> used, released;
+  std::thread worker([&] {
+    void* const p = pool.allocate(4 * KiB, s);  // the worker's cache for s
+    pool.deallocate(p, 4 * KiB, s);
+    used.set_value();
+    released.get_future().wait();
+    void* const q = pool.allocate(4 * KiB, nullptr);  // a miss: drops the cache of released s
+    pool.deallocate(q, 4 * KiB, nullptr);
+  });
+  used.get_future().wait();
+  pool.release_stream(s);
+  EXPECT_EQ(pool.statistics().streams, 1u) << "s's entry stays while the worker's cache has it";
+  released.set_value();
+  worker.join();
+  backend().destroy_stream(s);
+  EXPECT_EQ(pool.statistics().streams, 1u) << "only the null stream's entry should be left";
+  pool.check_invariants();
+}
+
+TEST(pool_stream_identity, using_a_released_stream_again_undoes_the_release) {
+  test::scoped_backend device(512 * MiB);
+  cuda_resource upstream;
+  pool_resource pool(upstream, pool_options{});
+  stream_handle const s = backend().create_stream(true);
+  std::promise<void> used, released;
+  std::size_t streams_after_miss = 0;
+  std::thread worker([&] {
+    void* const p = pool.allocate(4 * KiB, s);
+    pool.deallocate(p, 4 * KiB, s);
+    used.set_value();
+    released.get_future().wait();
+    void* const again = pool.allocate(4 * KiB, s);    // the stream is used again: not released
+    void* const q = pool.allocate(4 * KiB, nullptr);  // a miss: must keep the cache of s
+    streams_after_miss = pool.statistics().streams;
+    pool.deallocate(q, 4 * KiB, nullptr);
+    pool.deallocate(again, 4 * KiB, s);
+  });
+  used.get_future().wait();
+  pool.release_stream(s);
+  released.set_value();
+  worker.join();
+  EXPECT_EQ(streams_after_miss, 2u) << "s's entry was dropped although s is in use again";
+  pool.release_stream(s);
+  backend().destroy_stream(s);
+  pool.check_invariants();
+}
+
+}  // namespace
+}  // namespace gpumem
