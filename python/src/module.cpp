@@ -205,7 +205,9 @@ NB_MODULE(_gpumem, m) {
       .def_ro("device", &allocation::device)
       .def(
           "free", [](allocation& a) { a.memory = memory_pointer(); },
-          "Frees now (idempotent); ptr is 0 afterwards.")
+          "Drops this reference now (idempotent); ptr is 0 afterwards. The memory goes back as the "
+          "manager frees: at once in stream order for allocate(), through the deferred queue for "
+          "memalloc() (the EMM rule; flush() or the queue's limits release it).")
       .def("__int__", &allocation::ptr)
       .def("__repr__", [](allocation const& a) {
         return "<gpumem.Allocation ptr=0x" +

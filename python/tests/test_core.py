@@ -47,6 +47,10 @@ def test_allocate_and_free_change_statistics():
     assert b.ptr == 0
     b.free()  # idempotent
     s = gpumem.statistics(0)
+    assert s.bytes_in_use == 1 << 20, "memalloc's free waits in the deferred queue (EMM)"
+    assert s.pending_count == 1
+    gpumem.flush(0)
+    s = gpumem.statistics(0)
     assert s.bytes_in_use == 0
     assert s.allocations == 0
     assert s.total_allocations == 2
