@@ -228,7 +228,8 @@ TYPED_TEST(manager_contract, a_failed_unpin_is_logged_not_thrown) {
     backend().unregister_host(owner->data());  // as a context reset under the pointer would
   }
   ASSERT_EQ(log.errors().size(), 1u);
-  EXPECT_NE(log.errors().front().find("not registered"), std::string::npos) << log.errors().front();
+  // The host backend says "not registered", CUDA "cudaErrorHostMemoryNotRegistered".
+  EXPECT_NE(log.errors().front().find("egistered"), std::string::npos) << log.errors().front();
 }
 
 TYPED_TEST(manager_contract, memallocmanaged_is_usable_from_the_host) {
