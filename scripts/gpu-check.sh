@@ -92,11 +92,22 @@ done
 # frameworks present, numba-cuda's memory-management tests with gpumem as Numba's memory manager
 # (and, to compare, with Numba's own), and bench/python_alloc.py.
 if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
-  step "python package (pip install)" "$out/python-install.log" env PIP_BREAK_SYSTEM_PACKAGES=1 \
+  # One libstdc++ per process: a compiler that links it statically into libgpumem.so and the
+  # extension (as a toolchain wrapper in /opt may) gives each its own copy beside the system's that
+  # numpy and the frameworks load, and a C++ exception crossing them crashes. The system g++ links
+  # it dynamically; use it when present.
+  wheel_cxx=()
+  if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+    wheel_cxx=(CXX=/usr/bin/g++ CC=/usr/bin/gcc)
+    wheel_cuda_host=(-C cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
+  else
+    wheel_cuda_host=()
+  fi
+  step "python package (pip install)" "$out/python-install.log" env PIP_BREAK_SYSTEM_PACKAGES=1 "${wheel_cxx[@]}" \
     python3 -m pip install -v --no-build-isolation --no-deps \
-    -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 .
+    -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 "${wheel_cuda_host[@]}" .
   step "python tests (gpu)" "$out/python-pytest.log" env -C /tmp GPUMEM_TEST_GPU=1 GPUMEM_DEVICE=cuda \
-    timeout 300 python3 -m pytest -q -rs "$root/python/tests"
+    timeout 300 python3 -m pytest -v -rs -p no:cacheprovider "$root/python/tests"
   # numba-cuda's test helpers import `filecheck`; the GPU machine lacks it: a wheel in .whl/ is
   # unpacked for those runs (docs/benchmarks.md says how to fetch the wheels).
   py_extra=()
