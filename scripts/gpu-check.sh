@@ -103,6 +103,7 @@ if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
   else
     wheel_cuda_host=()
   fi
+  rm -rf "$root/build/python"  # scikit-build-core's build folder: a fresh configure with this compiler
   step "python package (pip install)" "$out/python-install.log" env PIP_BREAK_SYSTEM_PACKAGES=1 "${wheel_cxx[@]}" \
     python3 -m pip install -v --no-build-isolation --no-deps \
     -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 "${wheel_cuda_host[@]}" .
