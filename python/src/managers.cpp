@@ -4,6 +4,7 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/manager/pool_manager_hooks.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/async_resource.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
@@ -38,15 +39,8 @@ std::shared_ptr<memory_resource> with_log(std::unique_ptr<memory_resource> resou
 
 std::unique_ptr<memory_manager> make_pool(context& ctx, manager_spec const& spec) {
   auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), spec.pool);
-  pool_resource* raw = &pool->adaptor();
-  resource_memory_manager::hooks hooks;
-  hooks.on_out_of_memory = [raw](std::size_t) {
-    raw->trim();
-    return true;
-  };
-  hooks.on_reset = [raw] { raw->trim(); };
-  hooks.on_release_stream = [raw](stream_handle s) { raw->release_stream(s); };
-  hooks.held_bytes = [raw] { return raw->statistics().held_bytes; };
+  // The built-in pool manager's hooks; the log (if any) stands between the manager and the pool.
+  resource_memory_manager::hooks hooks = pool_manager_hooks(pool->adaptor());
   return std::make_unique<resource_memory_manager>(ctx, with_log(std::move(pool), spec.log_path),
                                                    std::move(hooks), "pool");
 }

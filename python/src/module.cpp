@@ -156,24 +156,22 @@ nb::dict replay_file(std::string const& path, std::string const& target, pool_op
       streams.push_back(backend().create_stream(true));
     options.streams = streams;
   }
-  replay_result r;
-  try {
-    r = replay(events, *resource, options);
-  } catch (...) {
+  auto release_all = [&] {
     if (pool)
       for (stream_handle s : streams)
         pool->release_stream(s);
     pool.reset();
     for (stream_handle s : streams)
       backend().destroy_stream(s);
+  };
+  replay_result r;
+  try {
+    r = replay(events, *resource, options);
+  } catch (...) {
+    release_all();
     throw;
   }
-  if (pool)
-    for (stream_handle s : streams)
-      pool->release_stream(s);
-  pool.reset();
-  for (stream_handle s : streams)
-    backend().destroy_stream(s);
+  release_all();
   nb::dict d;
   d["events"] = r.events;
   d["allocations"] = r.allocations;

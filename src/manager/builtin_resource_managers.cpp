@@ -6,6 +6,7 @@
 
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/ipc_handle.hpp>
+#include <gpumem/manager/pool_manager_hooks.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/async_resource.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
@@ -16,18 +17,8 @@ namespace gpumem::detail {
 
 std::unique_ptr<memory_manager> make_pool_memory_manager(context& owner) {
   auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), pool_options{});
-  pool_resource* raw_pool = &pool->adaptor();
+  resource_memory_manager::hooks hooks = pool_manager_hooks(pool->adaptor());
   std::shared_ptr<memory_resource> resource = std::move(pool);
-  resource_memory_manager::hooks hooks;
-  // On out-of-memory the pool has already drained its caches and waited for pending frees; what
-  // is left to give is its empty chunks, which the device may need for a large request.
-  hooks.on_out_of_memory = [raw_pool](std::size_t) {
-    raw_pool->trim();
-    return true;
-  };
-  hooks.on_reset = [raw_pool] { raw_pool->trim(); };
-  hooks.on_release_stream = [raw_pool](stream_handle stream) { raw_pool->release_stream(stream); };
-  hooks.held_bytes = [raw_pool] { return raw_pool->statistics().held_bytes; };
   return std::make_unique<resource_memory_manager>(owner, std::move(resource), std::move(hooks),
                                                    "pool");
 }

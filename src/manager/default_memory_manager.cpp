@@ -5,38 +5,16 @@
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
+#include "usage_counters.hpp"
 
 #include <atomic>
 #include <string>
 
 namespace gpumem {
 
-namespace detail {
-// Shared by the manager and the finalizers of its pointers (which may outlive it).
-struct default_manager_counters {
-  std::atomic<std::size_t> allocations{0};
-  std::atomic<std::size_t> frees{0};
-  std::atomic<std::size_t> bytes_in_use{0};
-  std::atomic<std::size_t> peak_bytes{0};
-  std::atomic<std::size_t> retries{0};
-
-  void on_allocate(std::size_t bytes) noexcept {
-    allocations.fetch_add(1, std::memory_order_relaxed);
-    std::size_t const now = bytes_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    std::size_t peak = peak_bytes.load(std::memory_order_relaxed);
-    while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
-  }
-  void on_free(std::size_t bytes) noexcept {
-    frees.fetch_add(1, std::memory_order_relaxed);
-    bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed);
-  }
-};
-}  // namespace detail
-
 default_memory_manager::default_memory_manager(context& owner)
     : ipc_mixin<host_only_memory_manager>(owner),
-      counters_(std::make_shared<detail::default_manager_counters>()) {}
+      counters_(std::make_shared<detail::usage_counters>()) {}
 
 default_memory_manager::~default_memory_manager() = default;
 
@@ -66,8 +44,7 @@ memory_pointer default_memory_manager::memalloc(std::size_t bytes) {
     throw out_of_memory(bytes, "default memory manager", counters_->bytes_in_use.load(),
                         counters_->peak_bytes.load(), detail);
   }
-  if (outcome.retried) counters_->retries.fetch_add(1, std::memory_order_relaxed);
-  counters_->on_allocate(bytes);
+  counters_->on_allocate(bytes, outcome.retried);
   auto release = [counters = counters_, free_device = device_release(ptr, bytes), bytes] {
     free_device();
     counters->on_free(bytes);

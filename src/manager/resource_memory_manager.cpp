@@ -10,6 +10,36 @@
 
 namespace gpumem {
 
+namespace {
+
+// `bytes` from `resource` on `stream` (the caller has made the context's device current), retried
+// once after the out-of-memory flush, and counted.
+void* counted_allocate(context& ctx, memory_resource& resource, detail::usage_counters& counters,
+                       resource_memory_manager::hooks const& callbacks, std::size_t bytes,
+                       stream_handle stream) {
+  detail::retry_outcome outcome;
+  void* const ptr = detail::allocate_with_retry(
+      ctx, bytes, [&] { return resource.allocate(bytes, stream); }, callbacks.on_out_of_memory,
+      &outcome);
+  counters.on_allocate(bytes, outcome.retried);
+  return ptr;
+}
+
+// The finalizer of a counted_allocate block: frees it on its device and stream and uncounts it. It
+// shares the resource and the counters, so it may run after the manager is gone.
+auto counted_release(std::shared_ptr<memory_resource> resource,
+                     std::shared_ptr<detail::usage_counters> counters, void* ptr, std::size_t bytes,
+                     int device, stream_handle stream) {
+  return
+      [resource = std::move(resource), counters = std::move(counters), ptr, bytes, device, stream] {
+        detail::scoped_device d(device);
+        resource->deallocate(ptr, bytes, stream);
+        counters->on_free(bytes);
+      };
+}
+
+}  // namespace
+
 resource_memory_manager::resource_memory_manager(context& owner,
                                                  std::shared_ptr<memory_resource> resource,
                                                  hooks callbacks, std::string name)
@@ -63,18 +93,11 @@ memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
   int const device = ctx.device();
   detail::scoped_device on_device(device);
-  detail::retry_outcome outcome;
-  void* const ptr = detail::allocate_with_retry(
-      ctx, bytes, [&] { return resource_->allocate(bytes, nullptr); }, hooks_.on_out_of_memory,
-      &outcome);
-  counters_->on_allocate(bytes, outcome.retried);
-  // Deferred (see above); the release shares the resource so it outlives the manager if need be.
-  auto release = [resource = resource_, counters = counters_, ptr, bytes, device] {
-    detail::scoped_device d(device);
-    resource->deallocate(ptr, bytes, nullptr);
-    counters->on_free(bytes);
-  };
-  return memory_pointer(ctx, ptr, bytes, deferred_release(std::move(release), bytes));
+  void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, nullptr);
+  // Deferred (see above).
+  return memory_pointer(
+      ctx, ptr, bytes,
+      deferred_release(counted_release(resource_, counters_, ptr, bytes, device, nullptr), bytes));
 }
 
 memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handle stream) {
@@ -82,17 +105,9 @@ memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handl
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
   int const device = ctx.device();
   detail::scoped_device on_device(device);
-  detail::retry_outcome outcome;
-  void* const ptr = detail::allocate_with_retry(
-      ctx, bytes, [&] { return resource_->allocate(bytes, stream); }, hooks_.on_out_of_memory,
-      &outcome);
-  counters_->on_allocate(bytes, outcome.retried);
+  void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
   return memory_pointer(ctx, ptr, bytes,
-                        [resource = resource_, counters = counters_, ptr, bytes, device, stream] {
-                          detail::scoped_device d(device);
-                          resource->deallocate(ptr, bytes, stream);
-                          counters->on_free(bytes);
-                        });
+                        counted_release(resource_, counters_, ptr, bytes, device, stream));
 }
 
 void resource_memory_manager::release_stream(stream_handle stream) {

@@ -1,6 +1,6 @@
 // Internal: the counters behind memory_statistics for managers that count their own allocations
-// (resource_memory_manager). Shared by the manager and its pointers' finalizers (which may outlive
-// it); lock-free atomics, so a snapshot is consistent per field.
+// (default_memory_manager, resource_memory_manager). Shared by the manager and its pointers'
+// finalizers (which may outlive it); lock-free atomics, so a snapshot is consistent per field.
 #pragma once
 
 #include <gpumem/manager/memory_statistics.hpp>

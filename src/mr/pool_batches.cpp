@@ -352,6 +352,18 @@ std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) 
   return cache;
 }
 
+// The retired totals keep what the cache counted, so the pool's statistics still include it.
+void pool_state::detach_cache_locked(pool_thread_cache& cache) noexcept {
+  retired_live_ += cache.counters.live_bytes.load();
+  retired_requested_ += cache.counters.requested_bytes.load();
+  retired_allocations_ += cache.counters.allocations.load();
+  retired_deallocations_ += cache.counters.deallocations.load();
+  caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
+                               [&](auto const& c) { return c.get() == &cache; }),
+                caches_.end());
+  cache.pool.store(nullptr);
+}
+
 void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   flush_cache_locked(cache);
@@ -368,14 +380,7 @@ void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
     cache.stream->retired = true;
   }
   --cache.stream->caches;
-  retired_live_ += cache.counters.live_bytes.load();
-  retired_requested_ += cache.counters.requested_bytes.load();
-  retired_allocations_ += cache.counters.allocations.load();
-  retired_deallocations_ += cache.counters.deallocations.load();
-  caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
-                               [&](auto const& c) { return c.get() == &cache; }),
-                caches_.end());
-  cache.pool.store(nullptr);
+  detach_cache_locked(cache);
 }
 
 void pool_state::drop_cache(pool_thread_cache& cache) noexcept {
@@ -391,14 +396,7 @@ void pool_state::drop_cache(pool_thread_cache& cache) noexcept {
     complete_all_fences_locked(s, cut_epoch_locked(s));
   }
   --s.caches;
-  retired_live_ += cache.counters.live_bytes.load();
-  retired_requested_ += cache.counters.requested_bytes.load();
-  retired_allocations_ += cache.counters.allocations.load();
-  retired_deallocations_ += cache.counters.deallocations.load();
-  caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
-                               [&](auto const& c) { return c.get() == &cache; }),
-                caches_.end());
-  cache.pool.store(nullptr);
+  detach_cache_locked(cache);
   reap_retired_locked();
 }
 

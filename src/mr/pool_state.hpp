@@ -328,6 +328,8 @@ class pool_state {
   // Drops the entries of released streams and of exited threads' per-thread streams that own
   // nothing and no cache refers to any more.
   void reap_retired_locked() noexcept;
+  // Moves an unregistering cache's counters to the retired totals and removes it from caches_.
+  void detach_cache_locked(pool_thread_cache& cache) noexcept;
   bool fenceable(pool_stream const& s) const noexcept;
   // The chunk holding `addr` (null if none): with mutex_ or chunks_mutex_ held.
   pool_chunk* chunk_of(std::uintptr_t addr) noexcept;

@@ -12,15 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "forwarding_backend.hpp"
 #include "log_capture.hpp"
+#include "recycling_backend.hpp"
 #include "scoped_backend.hpp"
 #include "stream_gate.hpp"
 
@@ -28,10 +26,10 @@ namespace gpumem {
 namespace {
 
 // A host device that counts the waits gpumem makes and can play a device whose context was reset
-// (every synchronisation fails).
-class counting_backend final : public test::forwarding_backend {
+// (every synchronisation fails); recycle(s) plays a new stream at a destroyed one's address.
+class counting_backend final : public test::recycling_backend {
  public:
-  using forwarding_backend::forwarding_backend;
+  using recycling_backend::recycling_backend;
   void synchronize() override {
     device_synchronizations.fetch_add(1);
     if (dead.load())
@@ -43,25 +41,9 @@ class counting_backend final : public test::forwarding_backend {
     stream_synchronizations.fetch_add(1);
     inner_.synchronize_stream(stream);
   }
-  // recycle(s): the live handle `s` names a "new" stream from now on (a fresh id), as if s had been
-  // destroyed and the next stream created at its address.
-  std::uint64_t stream_id(stream_handle stream) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = renamed_.find(stream);
-    return it == renamed_.end() ? inner_.stream_id(stream) : it->second;
-  }
-  void recycle(stream_handle stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    renamed_[stream] = next_id_++;
-  }
   std::atomic<int> device_synchronizations{0};
   std::atomic<int> stream_synchronizations{0};
   std::atomic<bool> dead{false};
-
- private:
-  std::mutex mutex_;
-  std::map<stream_handle, std::uint64_t> renamed_;
-  std::uint64_t next_id_ = std::uint64_t{1} << 62;
 };
 
 // Installs a counting_backend over a private host device of `capacity` bytes for the scope.

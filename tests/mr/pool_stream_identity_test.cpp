@@ -9,39 +9,17 @@
 #include <gtest/gtest.h>
 
 #include <future>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 
-#include "forwarding_backend.hpp"
 #include "pool_test_support.hpp"
+#include "recycling_backend.hpp"
 #include "scoped_backend.hpp"
 
 namespace gpumem {
 namespace {
 
-// Plays CUDA's handle reuse without undefined behaviour: recycle(s) makes the live handle `s` name
-// a "new" stream (a fresh id), as if s had been destroyed with work pending and the next
-// cudaStreamCreate had returned the same address.
-class recycling_backend final : public test::forwarding_backend {
- public:
-  using forwarding_backend::forwarding_backend;
-  std::uint64_t stream_id(stream_handle stream) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = renamed_.find(stream);
-    return it == renamed_.end() ? inner_.stream_id(stream) : it->second;
-  }
-  void recycle(stream_handle stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    renamed_[stream] = next_++;
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<stream_handle, std::uint64_t> renamed_;
-  std::uint64_t next_ = std::uint64_t{1} << 62;  // far from the host backend's own ids
-};
+using test::recycling_backend;
 
 struct recycled_device {
   recycled_device()

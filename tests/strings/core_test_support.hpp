@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "nrt_test_support.hpp"
+
 #include <cstddef>
 #include <memory>
 #include <sstream>
@@ -19,33 +21,7 @@
 
 namespace gpumem::test::strings {
 
-// `count` Ts of device memory, zero-filled; freed on destruction.
-template <class T>
-class device_array {
- public:
-  explicit device_array(std::size_t count) : count_(count) {
-    ptr_ = static_cast<T*>(backend().allocate(count * sizeof(T)));
-    backend().fill(ptr_, 0, count * sizeof(T));
-  }
-  device_array(device_array const&) = delete;
-  device_array& operator=(device_array const&) = delete;
-  ~device_array() { backend().deallocate(ptr_); }
-  T* data() const noexcept { return ptr_; }
-  std::vector<T> to_host() const {
-    backend().synchronize();
-    std::vector<T> out(count_);
-    backend().copy(out.data(), ptr_, count_ * sizeof(T));
-    return out;
-  }
-  void from_host(std::vector<T> const& v) {
-    backend().copy(ptr_, v.data(), v.size() * sizeof(T));
-    backend().synchronize();
-  }
-
- private:
-  T* ptr_ = nullptr;
-  std::size_t count_;
-};
+using gpumem::test::device_array;
 
 // Failed checks of device code: a count and the source lines of the first few. `words` points to
 // check_words zeroed unsigned words (device memory in kernels, host memory on the host).
@@ -81,10 +57,7 @@ class strings_fixture : public ::testing::Test {
  protected:
   void SetUp() override { ms_ = make_memsys(64 * MiB); }
   void TearDown() override {
-    EXPECT_NO_THROW(ms_->check());
-    nrt::memsys_statistics const s = ms_->statistics();
-    EXPECT_EQ(s.alloc, s.free) << "NRT_Allocate / NRT_Free unbalanced: a leak";
-    EXPECT_EQ(s.mi_alloc, s.mi_free) << "meminfos created / destroyed unbalanced: a leak";
+    expect_memsys_balanced(*ms_);
     ms_.reset();
   }
   static std::unique_ptr<nrt::memsys> make_memsys(std::size_t bytes) {

@@ -4,27 +4,16 @@
 // escaping strings for failure messages.
 #pragma once
 
+#include "oracle_runner.hpp"
+
+#include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <sys/wait.h>
-
 namespace gpumem::test::strings {
-
-// The oracle's output; `missing` when there is no interpreter to run it (the test skips), or
-// `failure` when it ran and failed (the test fails: a broken oracle must not pass as a skip).
-// From a committed file, `header` is its first line ("# ... seed N, CPython's Unicode V ...") and
-// `text` the rest, which is what the oracle printed.
-struct oracle_output {
-  std::string text;
-  std::string missing;
-  std::string failure;
-  std::string header;
-};
 
 // The committed answers of the default seed. No Python is needed, so every machine compares;
 // `failure` when the file cannot be read or does not start with its header line.
@@ -56,38 +45,6 @@ inline bool header_names_seed(std::string const& header, std::string const& seed
 
 // The command that rewrites the committed data (a CPython whose Unicode is the tables').
 inline constexpr char const* regenerate_command = "python3.11 tests/strings/oracle_data.py write";
-
-inline oracle_output run_oracle(char const* script, std::string const& arguments) {
-  oracle_output out;
-  std::string const python = GPUMEM_TEST_PYTHON;
-  if (python.empty()) {
-    out.missing = "no python3 was found when the build was configured";
-    return out;
-  }
-  std::string const command = "\"" + python + "\" \"" + script + "\" " + arguments;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    out.failure = "cannot start `" + command + "`";
-    return out;
-  }
-  char buf[1 << 16];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
-    out.text.append(buf, n);
-  int const status = pclose(pipe);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)  // the shell found no such command
-    out.missing = python + " cannot be run here";
-  else if (status != 0)
-    out.failure = "`" + command + "` failed (status " + std::to_string(status) + ")";
-  return out;
-}
-
-// The Unicode version of the oracle's first line ("version 14.0.0"); empty when it is not there.
-inline std::string oracle_version(std::string const& text) {
-  std::istringstream in(text);
-  std::string word, version;
-  if (!(in >> word >> version) || word != "version") return {};
-  return version;
-}
 
 struct maybe_string {
   bool given = false;

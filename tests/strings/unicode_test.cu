@@ -11,16 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include "oracle_runner.hpp"
+
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-
 namespace u = gpumem::strings::unicode;
+using gpumem::test::strings::oracle_output;
+using gpumem::test::strings::run_oracle;
 
 namespace {
 
@@ -111,39 +111,6 @@ class differences {
   std::string report_;
 };
 
-// The oracle's output; `missing` when there is no interpreter to run it (the test skips), or
-// `failure` when it ran and failed (the test fails: a broken oracle must not pass as a skip).
-struct oracle_output {
-  std::string text;
-  std::string missing;
-  std::string failure;
-};
-
-oracle_output run_oracle(char const* arguments) {
-  oracle_output out;
-  std::string const python = GPUMEM_TEST_PYTHON;
-  if (python.empty()) {
-    out.missing = "no python3 was found when the build was configured";
-    return out;
-  }
-  std::string const command =
-      "\"" + python + "\" \"" GPUMEM_TEST_UNICODE_ORACLE "\" " + std::string(arguments);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    out.failure = "cannot start `" + command + "`";
-    return out;
-  }
-  char buf[1 << 16];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
-    out.text.append(buf, n);
-  int const status = pclose(pipe);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)  // the shell found no such command
-    out.missing = python + " cannot be run here";
-  else if (status != 0)
-    out.failure = "`" + command + "` failed (status " + std::to_string(status) + ")";
-  return out;
-}
-
 // One mapping field of the oracle: an offset ("+32", "-32", "0") or code points ("53.53").
 bool parse_mapping(std::string const& field, char32_t c, u::case_mapping& m) {
   m = {};
@@ -167,7 +134,7 @@ constexpr std::uint32_t code_point_count = u::max_code_point + 1;
 
 TEST(unicode_tables, every_code_point_matches_cpython) {
   // The version first (a fraction of a second): the full run takes seconds.
-  oracle_output const oracle_version = run_oracle("--version");
+  oracle_output const oracle_version = run_oracle(GPUMEM_TEST_UNICODE_ORACLE, "--version");
   if (!oracle_version.missing.empty())
     GTEST_SKIP() << "no CPython to compare with: " << oracle_version.missing;
   ASSERT_TRUE(oracle_version.failure.empty()) << oracle_version.failure;
@@ -178,7 +145,7 @@ TEST(unicode_tables, every_code_point_matches_cpython) {
     GTEST_SKIP() << "CPython here has Unicode " << version << ", the tables were made from Unicode "
                  << u::version() << ": the comparison would report the versions' differences";
 
-  oracle_output const oracle = run_oracle("");
+  oracle_output const oracle = run_oracle(GPUMEM_TEST_UNICODE_ORACLE, "");
   ASSERT_TRUE(oracle.missing.empty() && oracle.failure.empty()) << oracle.missing << oracle.failure;
   std::istringstream in(oracle.text);
   ASSERT_TRUE(in >> word >> version && version == u::version()) << "oracle output starts badly";

@@ -27,7 +27,7 @@
 namespace gpumem {
 
 namespace detail {
-struct default_manager_counters;
+struct usage_counters;
 }  // namespace detail
 
 class default_memory_manager final : public ipc_mixin<host_only_memory_manager> {
@@ -62,7 +62,7 @@ class default_memory_manager final : public ipc_mixin<host_only_memory_manager> 
   }
 
  private:
-  std::shared_ptr<detail::default_manager_counters> counters_;
+  std::shared_ptr<detail::usage_counters> counters_;
   std::function<bool(std::size_t)> out_of_memory_handler_;
 };
 
