@@ -40,7 +40,7 @@ def test_arrays_on_several_streams(cp):
     for i, r in enumerate(results):
         assert float(r[10]) == 10 * i + 1
     assert gpumem.statistics(0).bytes_in_use >= 4 * (4 << 20)
-    del results, r
+    del results, r, b  # b: the last stream's result, still bound
     for s in streams:
         gpumem.cupy.release_stream(s)
     del streams
