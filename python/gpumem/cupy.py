@@ -75,7 +75,9 @@ def use(pinned: bool = False) -> None:
 
 def release_stream(stream: Any) -> None:
     """Gives ``stream`` back: waits for it, tells the pool (which returns what it kept for the
-    stream) and drops this module's reference. Call it after the stream's allocations are freed."""
+    stream) and drops this module's reference. Arrays of the stream may outlive the call: each
+    one's free waits for the stream and keeps nothing of it, so destroy the stream only after its
+    last array is gone."""
     handle = stream.ptr
     for key in [k for k in _streams if k[1] == handle]:
         kept = _streams.pop(key)

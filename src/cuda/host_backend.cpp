@@ -390,9 +390,16 @@ class host_backend final : public detail::vmm_backend {
     std::call_once(default_once_, [this] { default_stream_ = std::make_unique<stream_impl>(); });
     return *default_stream_;
   }
+  // A destroyed stream is an error the caller sees (cudaErrorInvalidResourceHandle), as it
+  // usually is on CUDA, never a use of freed memory: tests of stream lifetimes rely on it.
   stream_impl& resolve(stream_handle stream) {
     if (stream == nullptr) return default_stream();
-    return stream == per_thread_handle ? this_thread_stream() : *stream;
+    if (stream == per_thread_handle) return this_thread_stream();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (streams_.count(stream) == 0)
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "stream",
+           pointer_text(stream) + " is not a live stream (destroyed, or never created)");
+    return *stream;
   }
   // The calling thread's per-thread stream, keyed by its serial (a thread id is reused by the next
   // thread created: that thread must get a new stream, not the work queue of a dead one). The

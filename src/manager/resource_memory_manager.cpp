@@ -1,4 +1,5 @@
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/debug_memory.hpp>
@@ -59,6 +60,16 @@ resource_memory_manager::resource_memory_manager(context& owner,
   if (debug_memory_enabled()) {
     resource_debug_ = make_shared_tracking_adaptor(std::move(resource_));
     resource_ = resource_debug_;
+  }
+}
+
+resource_memory_manager::~resource_memory_manager() {
+  if (!hooks_.on_close) return;
+  try {
+    detail::scoped_device on_device(owning_context().device());
+    hooks_.on_close();
+  } catch (std::exception const& e) {
+    log(log_level::warn, name_ + ": releasing memory at close failed: " + e.what());
   }
 }
 

@@ -469,6 +469,13 @@ void pool_state::release_stream(stream_handle stream) {
   drop_released_caches_of_calling_thread();
 }
 
+bool pool_state::is_released(pool_stream_key key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(key);
+  if (it == streams_.end()) return released_keys_.count(key) > 0;
+  return it->second->released.load(std::memory_order_relaxed);
+}
+
 pool_statistics pool_state::statistics() const {
   std::lock_guard<std::mutex> lock(mutex_);
   pool_statistics st;

@@ -32,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <thread>
@@ -201,6 +202,8 @@ struct pool_retired_chunk {
 };
 
 inline constexpr std::uint32_t pool_bin_slots = 32;
+// How many reaped released streams a pool remembers (pool_state::released_keys_).
+inline constexpr std::size_t pool_released_memory = 4096;
 
 struct pool_bin {
   std::uint32_t count = 0;
@@ -291,6 +294,16 @@ class pool_state {
   // The calling thread uses a released stream again through its cache: the release is undone.
   void reuse_released(pool_thread_cache& cache) noexcept;
   pool_thread_cache* calling_thread_cache(stream_handle stream) noexcept;
+  // As calling_thread_cache, for a free: sets `released` (and returns null) when `stream` was
+  // given back with release_stream, which a free must not undo.
+  pool_thread_cache* calling_thread_cache_for_free(stream_handle stream, bool& released) noexcept;
+  // deallocate's work once the block is checked: through `cache` (null: the shared path).
+  void deallocate_checked(void* ptr, std::size_t bytes, std::size_t size, pool_thread_cache* cache,
+                          stream_handle stream) noexcept;
+  // A free on a released stream (see pool_thread_cache.cpp).
+  void deallocate_on_released(void* ptr, std::size_t bytes, stream_handle stream) noexcept;
+  // True when the stream `key` names was given back with release_stream and not used since.
+  bool is_released(pool_stream_key key) const;
   // Thread exit: hands the cache's blocks back and keeps its counters (registry mutex held).
   void retire_cache(pool_thread_cache& cache) noexcept;
   // The calling thread's caches of this pool go back to the per-stream lists.
@@ -328,6 +341,8 @@ class pool_state {
   // Drops the entries of released streams and of exited threads' per-thread streams that own
   // nothing and no cache refers to any more.
   void reap_retired_locked() noexcept;
+  // Adds a reaped released stream to released_keys_ (dropping the oldest past the bound).
+  void remember_released_locked(pool_stream_key key) noexcept;
   // Moves an unregistering cache's counters to the retired totals and removes it from caches_.
   void detach_cache_locked(pool_thread_cache& cache) noexcept;
   bool fenceable(pool_stream const& s) const noexcept;
@@ -448,6 +463,11 @@ class pool_state {
   pool_extent_set free_;                         // extents free for every stream
   // Keyed by what never names another stream (pool_stream_key), not by handle.
   std::map<pool_stream_key, std::unique_ptr<pool_stream>> streams_;
+  // Keys of released streams whose entries were reaped, newest last (at most
+  // pool_released_memory of them): a late free on such a stream is still known as one on a
+  // released stream (deallocate_on_released), not taken as a new stream's first use.
+  std::set<pool_stream_key> released_keys_;
+  std::deque<pool_stream_key> released_order_;
   std::vector<std::shared_ptr<pool_thread_cache>> caches_;
   std::vector<event_handle> spare_events_;
   mutable std::shared_mutex chunks_mutex_;

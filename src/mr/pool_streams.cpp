@@ -31,6 +31,9 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
   }
   // Streams and threads come and go: entries they left must not pile up.
   reap_retired_locked();
+  // A released stream used again (allowed while it lives) is a stream like any other.
+  if (released_keys_.erase(key) > 0)
+    released_order_.erase(std::find(released_order_.begin(), released_order_.end(), key));
   bool const per_thread = key.which == pool_stream_key::kind::per_thread;
   auto s = std::make_unique<pool_stream>();
   s->handle = handle;
@@ -49,6 +52,8 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
 
 bool pool_state::fenceable(pool_stream const& s) const noexcept {
   // The per-thread default stream names the caller's own stream: only its thread may record on it.
+  // A released stream may be destroyed already: nothing is recorded on it or asked of it.
+  if (s.released.load(std::memory_order_relaxed)) return false;
   return !s.per_thread || s.owner_thread == this_thread_serial();
 }
 
@@ -57,12 +62,27 @@ void pool_state::reap_retired_locked() noexcept {
     pool_stream const& s = *it->second;
     bool const gone = s.retired || s.released.load(std::memory_order_relaxed);
     if (gone && s.caches == 0 && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
-        s.class_list_bytes.load(std::memory_order_relaxed) == 0)
+        s.class_list_bytes.load(std::memory_order_relaxed) == 0) {
+      if (s.released.load(std::memory_order_relaxed)) remember_released_locked(s.key);
       it = streams_.erase(it);
-    else
+    } else
       ++it;
   }
   stream_count_.store(streams_.size(), std::memory_order_relaxed);
+}
+
+void pool_state::remember_released_locked(pool_stream_key key) noexcept {
+  try {
+    if (!released_keys_.insert(key).second) return;
+    released_order_.push_back(key);
+  } catch (...) {
+    released_keys_.erase(key);
+    return;  // forgotten: a late free on it would take it for a new stream
+  }
+  if (released_order_.size() > pool_released_memory) {
+    released_keys_.erase(released_order_.front());
+    released_order_.pop_front();
+  }
 }
 
 event_handle pool_state::take_event_locked() {
@@ -125,6 +145,12 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
 void pool_state::settle_locked(pool_stream& s) {
   drain_class_lists_locked(s);
   if (s.extents.bytes() == 0 && s.fences.empty()) return;
+  if (s.released.load(std::memory_order_relaxed)) {
+    // Given back with release_stream, which waited for it; frees on it since then waited for it
+    // too (deallocate_on_released). It may be destroyed by now: never queried or recorded on.
+    complete_all_fences_locked(s, cut_epoch_locked(s));
+    return;
+  }
   if (!fenceable(s)) return;
   if (complete_if_idle_locked(s)) return;
   fence_locked(s);

@@ -98,6 +98,30 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
   return find_or_make(pool, stream, key);
 }
 
+// A free's lookup. A free on a released stream must not undo the release (only an allocation
+// may: release_stream's contract): `released` is set and no cache is returned, and the caller
+// completes the free without keeping the stream (pool_state::deallocate_on_released).
+pool_thread_cache* cache_for_free(pool_state& pool, stream_handle stream, bool& released) {
+  pool_stream_key const key = pool.key_of(stream);
+  if (last_id == pool.id() && last_stream == key &&
+      !last_cache->stream->released.load(std::memory_order_relaxed))
+    return last_cache;
+  if (!table_gone)
+    for (auto& entry : tls.entries)
+      if (entry.pool_id == pool.id() && entry.stream == key) {
+        if (entry.cache->stream->released.load(std::memory_order_relaxed)) {
+          released = true;
+          return nullptr;
+        }
+        return remember(entry.pool_id, key, entry.cache.get());
+      }
+  if (pool.is_released(key)) {
+    released = true;
+    return nullptr;
+  }
+  return find_or_make(pool, stream, key);
+}
+
 }  // namespace
 
 bool pool_thread_exiting() noexcept {
@@ -133,6 +157,16 @@ void pool_state::flush_calling_thread() {
 pool_thread_cache* pool_state::calling_thread_cache(stream_handle stream) noexcept {
   try {
     return cache_for(*this, stream);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
+    return nullptr;
+  }
+}
+
+pool_thread_cache* pool_state::calling_thread_cache_for_free(stream_handle stream,
+                                                             bool& released) noexcept {
+  try {
+    return cache_for_free(*this, stream, released);
   } catch (std::exception const& e) {
     log(log_level::warn, name() + ": no thread cache (" + e.what() + ")");
     return nullptr;
@@ -190,7 +224,41 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
   bool const cached = bytes <= options_.max_cached_size;
   std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
   if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
-  pool_thread_cache* const cache = calling_thread_cache(stream);
+  bool released = false;
+  pool_thread_cache* const cache = calling_thread_cache_for_free(stream, released);
+  if (released) {
+    deallocate_on_released(ptr, bytes, stream);
+    return;
+  }
+  deallocate_checked(ptr, bytes, size, cache, stream);
+}
+
+// A free on a stream given back with release_stream (its block was still live then): the stream
+// is synchronised now, the caller's last use of it in the pool, so the block is idle and goes to
+// the null stream's arena like any block freed there. Nothing of the pool refers to the stream
+// afterwards: it may be destroyed right after this free.
+void pool_state::deallocate_on_released(void* ptr, std::size_t bytes,
+                                        stream_handle stream) noexcept {
+  try {
+    scoped_device const on_device(backend_, device_);
+    backend_.synchronize_stream(stream);
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": synchronising the released stream of the block " +
+                              pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                              " failed: " + e.what() + " (the block is taken back anyway)");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++synchronizations_;
+  }
+  bool const cached = bytes <= options_.max_cached_size;
+  std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
+  deallocate_checked(ptr, bytes, size, calling_thread_cache(nullptr), nullptr);
+}
+
+void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t size,
+                                    pool_thread_cache* cache, stream_handle stream) noexcept {
+  bool const cached = bytes <= options_.max_cached_size;
   if (!cached) {
     own_free const done =
         cache != nullptr ? give_back_large_own(*cache, ptr, size) : own_free::elsewhere;

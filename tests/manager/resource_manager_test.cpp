@@ -202,6 +202,29 @@ TEST_P(resource_manager_emm, a_free_after_close_is_released_at_once_and_never_th
 
 INSTANTIATE_TEST_SUITE_P(builtins, resource_manager_emm, ::testing::Values("pool", "async"));
 
+// close(device) (Numba's EMM reset, before cuda.close() resets the primary context): the queue is
+// flushed and the pool gives back at once every chunk without a live block, while the context
+// lives. Memory still live goes later; if the context was lost meanwhile, its free is logged and
+// never throws.
+TEST(resource_manager_close, close_gives_back_the_pools_free_chunks_before_a_context_loss) {
+  counted_device device(256 * MiB);
+  set_memory_manager(load_memory_manager("pool"));
+  memory_pointer kept = get_context(0).memory_manager().memalloc(KiB);
+  std::size_t const free_with_kept = backend().get_memory_info().free;
+  memory_pointer doomed = get_context(0).memory_manager().memalloc(64 * MiB);
+  EXPECT_LT(backend().get_memory_info().free, free_with_kept);
+  doomed = memory_pointer();  // queued, not freed
+  close(0);
+  EXPECT_EQ(backend().get_memory_info().free, free_with_kept)
+      << "the chunk of the block freed through the queue is still held after close";
+  test::error_log_capture log;
+  device.counter->dead = true;  // the CUDA context was reset under gpumem
+  EXPECT_NO_THROW(kept = memory_pointer());
+  device.counter->dead = false;
+  set_memory_manager({});
+  close();
+}
+
 TEST(resource_manager_emm_recovery, out_of_memory_flushes_the_queue_and_retries_once) {
   counted_device device(16 * MiB);
   context ctx(0, [](context& c) {

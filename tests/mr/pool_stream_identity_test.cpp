@@ -1,6 +1,7 @@
 // The pool names streams by an id that is never reused (device_backend::stream_id, cudaStreamGetId
 // on the cuda backend), not by handle: a stream created at a destroyed stream's address inherits
 // none of its arena, and the entries of released streams do not pile up.
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
@@ -11,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "pool_test_support.hpp"
 #include "recycling_backend.hpp"
@@ -124,6 +126,41 @@ TEST(pool_stream_identity, using_a_released_stream_again_undoes_the_release) {
   pool.release_stream(s);
   backend().destroy_stream(s);
   pool.check_invariants();
+}
+
+// release_stream's contract: after it, the pool never touches the stream again, even when blocks
+// of the stream were still live then and are freed on it later (CuPy frees an array on its
+// allocation stream). Such a free waits for the stream and keeps nothing of it, so destroying the
+// stream right after is safe and the next out-of-memory is gpumem::out_of_memory, not an error of
+// a destroyed stream (the host backend reports any use of one).
+TEST(pool_stream_identity, frees_after_release_stream_keep_nothing_of_the_stream) {
+  cuda_resource upstream;
+  pool_resource pool(upstream, pool_options{});
+  std::vector<stream_handle> streams;
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (int i = 0; i < 4; ++i) {
+    stream_handle const s = backend().create_stream(true);
+    streams.push_back(s);
+    for (std::size_t bytes : {std::size_t{4 * MiB}, std::size_t{8 * MiB}, std::size_t{4 * KiB}})
+      blocks.emplace_back(pool.allocate(bytes, s), bytes);
+  }
+  for (stream_handle s : streams) {
+    backend().synchronize_stream(s);
+    pool.release_stream(s);  // its blocks are still live
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    pool.deallocate(blocks[i].first, blocks[i].second, streams[i / 3]);
+  EXPECT_EQ(pool.statistics().live_bytes, 0u);
+  pool.check_invariants();
+  for (stream_handle s : streams)
+    backend().destroy_stream(s);
+  EXPECT_THROW((void)pool.allocate(std::size_t{1} << 50, nullptr), out_of_memory);
+  EXPECT_THROW((void)pool.allocate(std::size_t{1} << 40, nullptr), out_of_memory);
+  // What the streams freed is the pool's again: every chunk goes back.
+  pool.trim();
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  EXPECT_LE(pool.statistics().streams, 1u) << "entries of the released streams are left";
 }
 
 }  // namespace

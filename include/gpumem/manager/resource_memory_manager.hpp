@@ -55,6 +55,11 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
     std::function<void()> on_reset;
     // Called by release_stream(stream) (a pool's release_stream).
     std::function<void(stream_handle)> on_release_stream;
+    // Called by the destructor (the context's close, after its queue was flushed), with the
+    // device current: release what can be released while the device's CUDA context is alive (a
+    // pool waits for the device and gives back every chunk not holding a live block). Memory
+    // still live is freed later by its owners' finalizers, possibly after that context was reset.
+    std::function<void()> on_close;
     // The bytes the resource holds from the device, for get_memory_statistics(); without it
     // held_bytes is bytes_in_use.
     std::function<std::size_t()> held_bytes;
@@ -63,6 +68,8 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   // `resource` must not be null (logic_error). `name` defaults to the resource's name.
   resource_memory_manager(context& owner, std::shared_ptr<memory_resource> resource,
                           hooks callbacks = {}, std::string name = {});
+  // Runs the on_close hook (errors are logged).
+  ~resource_memory_manager() override;
 
   memory_pointer memalloc(std::size_t bytes) override;
   memory_pointer allocate(std::size_t bytes, stream_handle stream) override;

@@ -203,7 +203,9 @@ class pool_resource final : public memory_resource {
   // Waits for `stream` and makes everything freed on it free for all streams; call before
   // destroying a stream the pool has seen, after the last free on it. Other threads' stacks for it
   // go back at their next miss, and the pool then forgets the stream. Allocating on it again (while
-  // it lives) is allowed and undoes the release.
+  // it lives) is allowed and undoes the release. Blocks of the stream still live may be freed on
+  // it later: such a free synchronises the stream and keeps nothing of it (the pool never touches
+  // the stream again), so it may be destroyed right after its last free (docs/mr.md).
   void release_stream(stream_handle stream);
 
   pool_options const& options() const noexcept;
