@@ -87,14 +87,21 @@ int run(int argc, char** argv) {
 
   std::vector<std::optional<std::string>> const out = output.to_host_strings();
   std::printf("\nfirst rows (udf(s) = (s.upper() if len(s) > 2 else s + s) + \"abc\"):\n");
-  for (std::size_t i = 0; i < out.size() && i < 10; ++i)
-    std::printf("  %-28s -> %s\n", ("'" + lines[i] + "'").c_str(),
-                out[i] ? ("'" + *out[i] + "'").c_str() : "null");
+  for (std::size_t i = 0; i < out.size() && i < 10; ++i) {
+    std::string shown = "'" + lines[i] + "'";
+    // Padded to 28 characters (code points, not bytes, so non-ASCII rows line up too).
+    std::size_t chars = 0;
+    for (unsigned char c : shown)
+      chars += (c & 0xC0) != 0x80;
+    if (chars < 28) shown.append(28 - chars, ' ');
+    std::printf("  %s -> %s\n", shown.c_str(), out[i] ? ("'" + *out[i] + "'").c_str() : "null");
+  }
   std::printf("\nrows:      %zu (%zu null), %s of output characters, %s offsets\n", report.rows,
               report.null_rows, gpumem::format_bytes(report.output_bytes).c_str(),
               report.int64_offsets ? "int64" : "int32");
-  std::printf("time:      %.3f ms (%.1f M rows/s)\n", seconds * 1e3,
-              static_cast<double>(report.rows) / seconds / 1e6);
+  double const rate = static_cast<double>(report.rows) / seconds;
+  std::printf("time:      %.3f ms (%.3g %srows/s)\n", seconds * 1e3,
+              rate >= 1e6 ? rate / 1e6 : rate / 1e3, rate >= 1e6 ? "M " : "K ");
   std::printf("heap:      %s, peak %s held while the results lived (%zu managed strings)\n",
               ms.heap().name().c_str(), gpumem::format_bytes(report.heap_peak_bytes).c_str(),
               report.managed_rows);
