@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -91,8 +92,18 @@ std::size_t set_int32_offset_limit(std::size_t bytes) noexcept {
   return int32_limit().exchange(bytes);
 }
 
+// On the cuda backend the current NRT memory system of launched code is one __device__ pointer per
+// translation unit (nrt/launch.hpp): two calls running at once with different memory systems (each
+// call makes its own unless given one) would let one call's threads allocate from the other's heap.
+// Calls are serialised there; the host backend's pointer is per thread and needs no lock.
+std::mutex& device_transform_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 class transform_state {
  public:
+  std::unique_lock<std::mutex> serial;  // first: released after everything below is destroyed
   std::vector<column const*> inputs;
   transform_options options;
   gather_launchers launchers{};
@@ -289,6 +300,8 @@ transform_run::transform_run(column const* const* inputs, std::size_t count,
                              transform_options const& options, gather_launchers const& launchers)
     : state_(new transform_state) {
   std::unique_ptr<transform_state> s(state_);
+  if (backend().kind() == backend_kind::cuda)
+    s->serial = std::unique_lock<std::mutex>(device_transform_mutex());
   s->options = options;
   s->launchers = launchers;
   GPUMEM_EXPECTS(options.block_size > 0, "strings::transform: block_size must be positive");

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -139,6 +140,52 @@ TEST_F(transform_test, own_memsys_reports_balanced_statistics) {
   EXPECT_TRUE(report_.statistics.balanced());
   EXPECT_EQ(report_.statistics.mi_alloc, 3u);
   EXPECT_GE(report_.heap_bytes, gpumem::strings::min_heap_bytes / 2);  // less its metadata
+}
+
+// Threads calling transform at once, each with the memory system transform makes for it: every
+// call sees only its own heap (on the cuda backend the calls are serialised; see transform.hpp).
+TEST_F(transform_test, concurrent_calls_from_several_threads) {
+  constexpr int threads = 4;
+  std::vector<rows_t> inputs(threads);
+  std::vector<rows_t> expected(threads);
+  for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < 300; ++i) {
+      std::string const s =
+          std::string(static_cast<std::size_t>(1 + (i + t) % 9), 'a' + t) + std::to_string(i);
+      inputs[t].emplace_back(s);
+      std::string upper = s;
+      for (char& ch : upper)
+        if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
+      expected[t].emplace_back((s.size() > 2 ? upper : s + s) + "abc");
+    }
+  }
+  std::vector<rows_t> outputs(threads);
+  std::vector<std::string> errors(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      try {
+        for (int round = 0; round < 5; ++round) {
+          gpumem::strings::transform_options o;
+          o.statistics = true;
+          gpumem::strings::transform_report r;
+          o.report = &r;
+          column const out = gpumem::strings::transform(gpumem::strings_column_from_host(inputs[t]),
+                                                        spec_udf{}, o);
+          outputs[t] = out.to_host_strings();
+          if (!r.statistics.balanced()) errors[t] = "unbalanced statistics";
+        }
+      } catch (std::exception const& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (std::thread& th : pool)
+    th.join();
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+    EXPECT_EQ(outputs[t], expected[t]) << "thread " << t;
+  }
 }
 
 TEST_F(transform_test, nulls_in_give_nulls_out) {

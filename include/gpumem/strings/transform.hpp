@@ -42,9 +42,11 @@
 // logic_error.
 //
 // Threads and streams: the work runs on options.stream; transform returns when the column is
-// complete. Calls from several threads at once are fine with separate memory systems. On the cuda
-// backend, kernels of one translation unit that run at the same time must share one memory
-// system (nrt/launch.hpp): give concurrent calls of one .cu file the same options.memsys.
+// complete. Any number of threads may call transform at once. On the cuda backend the calls run
+// one after another (a process-wide lock: the memory system launched code uses is one pointer per
+// translation unit, nrt/launch.hpp); on the host backend they run in parallel. Your own NRT
+// kernels of the same .cu file must not run while a transform of that file runs with another
+// memory system.
 #pragma once
 
 #include <gpumem/column/column.hpp>
