@@ -95,8 +95,9 @@ std::size_t set_int32_offset_limit(std::size_t bytes) noexcept {
 // On the cuda backend the current NRT memory system of launched code is one __device__ pointer per
 // translation unit (nrt/launch.hpp): two calls running at once with different memory systems (each
 // call makes its own unless given one) would let one call's threads allocate from the other's heap.
-// Calls are serialised there; the host backend's pointer is per thread and needs no lock.
-std::mutex& device_transform_mutex() {
+// Calls are serialised. (The host backend's pointer is per thread; it takes the same lock, so that
+// the one code path is the one its tests run.)
+std::mutex& transform_mutex() {
   static std::mutex m;
   return m;
 }
@@ -300,8 +301,7 @@ transform_run::transform_run(column const* const* inputs, std::size_t count,
                              transform_options const& options, gather_launchers const& launchers)
     : state_(new transform_state) {
   std::unique_ptr<transform_state> s(state_);
-  if (backend().kind() == backend_kind::cuda)
-    s->serial = std::unique_lock<std::mutex>(device_transform_mutex());
+  s->serial = std::unique_lock<std::mutex>(transform_mutex());
   s->options = options;
   s->launchers = launchers;
   GPUMEM_EXPECTS(options.block_size > 0, "strings::transform: block_size must be positive");

@@ -143,7 +143,7 @@ TEST_F(transform_test, own_memsys_reports_balanced_statistics) {
 }
 
 // Threads calling transform at once, each with the memory system transform makes for it: every
-// call sees only its own heap (on the cuda backend the calls are serialised; see transform.hpp).
+// call sees only its own heap (the calls are serialised; see transform.hpp).
 TEST_F(transform_test, concurrent_calls_from_several_threads) {
   constexpr int threads = 4;
   std::vector<rows_t> inputs(threads);

@@ -42,9 +42,9 @@
 // logic_error.
 //
 // Threads and streams: the work runs on options.stream; transform returns when the column is
-// complete. Any number of threads may call transform at once. On the cuda backend the calls run
-// one after another (a process-wide lock: the memory system launched code uses is one pointer per
-// translation unit, nrt/launch.hpp); on the host backend they run in parallel. Your own NRT
+// complete. Any number of threads may call transform at once; the calls run one after another (a
+// process-wide lock: on the cuda backend the memory system launched code uses is one pointer per
+// translation unit, nrt/launch.hpp, so two calls at once would mix heaps). Your own NRT
 // kernels of the same .cu file must not run while a transform of that file runs with another
 // memory system.
 #pragma once
