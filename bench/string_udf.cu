@@ -1,6 +1,6 @@
-// bench_string_udf: the string-UDF spec's UDF, (s.upper() if len(s) > 2 else s + s) + "abc", on
-// 10 million strings (1 to 64 characters, about a third of the rows with non-ASCII characters),
-// three ways in one run:
+// bench_string_udf: the example UDF of cuDF's string-UDF design notes, (s.upper() if len(s) > 2
+// else s + s) + "abc", on 10 million strings (1 to 64 characters, about a third of the rows with
+// non-ASCII characters), three ways in one run:
 //
 //   gpumem heap     strings::transform with a memory system on gpumem's device heap (managed
 //                   strings: a meminfo block and the characters per row, gathered, released)

@@ -1,7 +1,7 @@
 // gpumem/strings/managed_string.hpp
 //
-// managed_string: a reference-counted device string (the spec's ManagedUDFString, in
-// shared/spec/string-udf-memory.md; docs/strings.md, "Device strings"). A handle to ONE NRT heap
+// managed_string: a reference-counted device string with the layout of cuDF's ManagedUDFString
+// (docs/strings.md, "Device strings"). A handle to ONE NRT heap
 // block that holds {NRT_MemInfo, udf_string}, meminfo first; the meminfo's destructor destroys the
 // udf_string, which frees the characters, and NRT then frees the block.
 //
