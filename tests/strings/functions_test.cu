@@ -65,17 +65,41 @@ enum op_code : int {
   op_ljust,
   op_rjust,
   op_expandtabs,
+  op_len,
+  op_compare,
   op_end
 };
 
-char const* const op_names[op_end] = {
-    "find",           "rfind",      "count",    "index",
-    "rindex",         "startswith", "endswith", "startswith_tuple",
-    "endswith_tuple", "contains",   "strip",    "lstrip",
-    "rstrip",         "split",      "rsplit",   "partition",
-    "rpartition",     "at",         "slice",    "concat",
-    "repeat",         "join",       "replace",  "zfill",
-    "center",         "ljust",      "rjust",    "expandtabs"};
+char const* const op_names[op_end] = {"find",
+                                      "rfind",
+                                      "count",
+                                      "index",
+                                      "rindex",
+                                      "startswith",
+                                      "endswith",
+                                      "startswith_tuple",
+                                      "endswith_tuple",
+                                      "contains",
+                                      "strip",
+                                      "lstrip",
+                                      "rstrip",
+                                      "split",
+                                      "rsplit",
+                                      "partition",
+                                      "rpartition",
+                                      "at",
+                                      "slice",
+                                      "concat",
+                                      "repeat",
+                                      "join",
+                                      "replace",
+                                      "zfill",
+                                      "center",
+                                      "ljust",
+                                      "rjust",
+                                      "expandtabs",
+                                      "len",
+                                      "compare"};
 
 constexpr int max_strings = 5;
 constexpr int max_ints = 3;
@@ -317,11 +341,19 @@ struct evaluate_cases {
       }
       device_answer a{};
       part_writer w{out + c.out_offset, c.out_capacity};
-      if (c.op <= op_contains)
+      if (c.op == op_len) {
+        a.value = str[0].length();
+      } else if (c.op == op_compare) {  // (a > b) - (a < b), and == and compare() agree with it
+        int const by_operators = (str[0] > str[1]) - (str[0] < str[1]);
+        int const by_compare = (str[0].compare(str[1]) > 0) - (str[0].compare(str[1]) < 0);
+        bool const consistent =
+            by_operators == by_compare && (str[0] == str[1]) == (by_operators == 0);
+        a.value = consistent ? by_operators : 99;
+      } else if (c.op <= op_contains) {
         evaluate_search(c, str, a);
-      else if (c.op <= op_slice)
+      } else if (c.op <= op_slice)
         evaluate_views(c, str, given, w, a);
-      else
+      else if (c.op < op_len)
         evaluate_new(c, str, given, w, a);
       a.parts = w.parts;
       a.bytes = w.used;

@@ -119,6 +119,12 @@ def case(rng):
     if op in ("partition", "rpartition"):
         sep = make_needle(rng, s)
         return op, [s, sep], [], lambda: getattr(s, op)(sep)
+    if op == "len":
+        return op, [s], [], lambda: len(s)
+    if op == "compare":  # code-point order, as str's < and >
+        roll = rng.random()
+        t = s if roll < 0.2 else (make_needle(rng, s) if roll < 0.6 else make_string(rng))
+        return op, [s, t], [], lambda: (s > t) - (s < t)
     if op == "concat":
         t = make_string(rng)
         return op, [s, t], [], lambda: s + t
@@ -162,7 +168,7 @@ def case(rng):
 OPS = ["find", "rfind", "count", "index", "rindex", "startswith", "endswith", "startswith_tuple",
        "endswith_tuple", "contains", "strip", "lstrip", "rstrip", "split", "rsplit", "partition",
        "rpartition", "concat", "repeat", "join", "replace", "at", "slice", "zfill", "center",
-       "ljust", "rjust", "expandtabs"]
+       "ljust", "rjust", "expandtabs", "len", "compare"]
 
 
 def encode_str(s):
