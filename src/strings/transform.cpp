@@ -206,7 +206,9 @@ class transform_state {
 
   [[noreturn]] void throw_failed(transform_counters const& c, std::exception_ptr oom) {
     auto const first = static_cast<errc>(c.first_error);
-    if (first == errc::out_of_memory || (oom && first == errc::ok)) {
+    // Out of memory wins over other errors whenever the heap recorded a failure, whichever row's
+    // error came first.
+    if (first == errc::out_of_memory || oom) {
       std::size_t requested = 0, used = 0, peak = 0;
       std::string allocator = ms->heap().name();
       if (oom) {
@@ -219,9 +221,14 @@ class transform_state {
         }
       }
       std::ostringstream detail;
-      detail << "strings::transform: " << c.failed_rows << " of " << rows
-             << " rows could not allocate their result in a heap of " << ms->heap().capacity()
-             << " bytes (" << format_bytes(ms->heap().capacity()) << "); every result was "
+      detail << "strings::transform: ";
+      if (c.failed_rows != 0)
+        detail << c.failed_rows << " of " << rows << " rows could not allocate their result";
+      else
+        detail << "an allocation inside the UDF failed and the UDF went on (its result of " << rows
+               << " rows cannot be trusted)";
+      detail << " in a heap of " << ms->heap().capacity() << " bytes ("
+             << format_bytes(ms->heap().capacity()) << "); every result was "
              << "released. Give a larger heap: transform_options::heap_bytes or memsys, or "
              << "GPUMEM_STRING_HEAP_FACTOR / GPUMEM_STRING_HEAP_BYTES_PER_ROW";
       throw out_of_memory(requested, allocator, used, peak, detail.str());
@@ -255,8 +262,6 @@ class transform_state {
       launchers.gather32(*ms, config(rows), gk);
     }
     synchronize();
-    // Allocation failures that the UDF itself handled are no error of the call.
-    clear_heap_failures();
     fill_report(c, total, sizeof(Offset) == 8);
     if (c.null_rows == 0) mask = buffer();
     return gpumem::detail::unchecked_strings_column(rows, std::move(offsets), offset_type,
@@ -285,6 +290,12 @@ class transform_state {
       throw_malformed(c);
     }
     if (c.failed_rows != 0) throw_failed(c, release_all());
+    // A failed allocation the UDF went on from (a failed udf_string passed on reads as an empty
+    // string) leaves no failed row, but its row may be wrong: the heap's record fails the call.
+    if (std::exception_ptr oom = clear_heap_failures()) {
+      release_all();
+      throw_failed(c, oom);
+    }
     std::size_t total = 0;
     for (std::size_t i = 0; i < chunks; ++i) {
       std::int64_t const s = sums[i];
@@ -325,6 +336,9 @@ transform_run::transform_run(column const* const* inputs, std::size_t count,
   s->rows = count == 0 ? 0 : inputs[0]->size();
   if (options.memsys != nullptr) {
     s->ms = options.memsys;
+    // Errors the caller's memory system recorded before this call are the caller's: reported
+    // here (memsys::check() throws and clears them), never taken for, or hidden by, this call's.
+    s->ms->check();
   } else {
     nrt::heap_options heap;
     heap.bytes = heap_bytes_for(s->rows, chars, options);

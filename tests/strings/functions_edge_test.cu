@@ -80,6 +80,7 @@ char const* const check_names[] = {
     "center('ab', INT64_MIN) is 'ab'",
     "expandtabs('\\t\\t', INT64_MAX): out_of_memory (the size passes INT64_MAX)",
     "expandtabs('\\t', INT64_MAX): out_of_memory",
+    "expandtabs('\\tx', INT64_MAX): out_of_memory (the character after the tab passes INT64_MAX)",
     "expandtabs('a\\tb', INT64_MIN) drops the tab",
     "replace('abc', '', 'x', INT64_MAX) is 'xaxbxcx'",
     "replace('abc', '', 'x', INT64_MIN) is 'xaxbxcx' (negative: all)",
@@ -96,6 +97,8 @@ char const* const check_names[] = {
     "strip of whitespace that is not ASCII (U+3000, U+0085)",
     "find of a 4-byte character gives a character index",
     "join of 1000 parts made once",
+    "a view made with a negative byte count is empty (concat writes only the other part)",
+    "s += s when s is full: the appended bytes are read before the old buffer is freed",
 };
 constexpr int check_count = static_cast<int>(sizeof check_names / sizeof check_names[0]);
 
@@ -144,6 +147,7 @@ struct edge_kernel {
     r.string_is(s::center("ab", min), "ab");
     r.fails_with(s::expandtabs("\t\t", max), s::errc::out_of_memory);
     r.fails_with(s::expandtabs("\t", max), s::errc::out_of_memory);
+    r.fails_with(s::expandtabs("\tx", max), s::errc::out_of_memory);
     r.string_is(s::expandtabs("a\tb", min), "ab");
     r.string_is(s::replace("abc", "", "x", max), "xaxbxcx");
     r.string_is(s::replace("abc", "", "x", min), "xaxbxcx");
@@ -184,6 +188,12 @@ struct edge_kernel {
     s::udf_string const joined = s::join("-", many, 1000);
     r.check(!joined.failed() && joined.size_bytes() == 2999 && joined.capacity() >= 2999,
             joined.error(), joined.size_bytes());
+
+    s::udf_string const glued = s::concat(s::string_view("abcdefgh", -5), "xy");
+    r.string_is(glued, "xy");
+    s::udf_string twice("0123456789abcdef");  // 16 bytes: capacity 16, full
+    twice += twice.view();
+    r.string_is(twice, "0123456789abcdef0123456789abcdef");
   }
 };
 

@@ -274,6 +274,52 @@ TEST_F(transform_test, exhausted_heap_throws_out_of_memory_then_works) {
   EXPECT_EQ(small.heap().usage().used_bytes, 0u);
 }
 
+// A UDF that goes on from a failed allocation: upper() fails, the failed string reads as empty,
+// and `+ "!"` makes "!" — a row with no error that is wrong. The heap's record fails the call.
+struct swallowing_udf {
+  GPUMEM_HD udf_result operator()(string_view s) const { return upper(s) + "!"; }
+};
+
+TEST_F(transform_test, a_failure_the_udf_went_on_from_fails_the_call) {
+  gpumem::nrt::memsys small(gpumem::nrt::heap_options{2 * gpumem::MiB},
+                            gpumem::nrt::memsys_options{true});
+  column const c = gpumem::strings_column_from_host(
+      std::vector<std::string>{"ok", std::string(4 * gpumem::MiB, 'x')});
+  gpumem::strings::transform_options o;
+  o.memsys = &small;
+  try {
+    (void)gpumem::strings::transform(c, swallowing_udf{}, o);
+    FAIL() << "a row made from a failed allocation came back without an error";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_NE(std::string(e.what()).find("inside the UDF failed"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(small.check());
+  gpumem::nrt::memsys_statistics const st = small.statistics();
+  EXPECT_EQ(st.alloc, st.free);
+  EXPECT_EQ(st.mi_alloc, st.mi_free);
+}
+
+// Errors the caller's memory system held before the call are reported by the call, not hidden.
+struct failing_reserve {  // a kernel of the caller's whose allocation fails
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    udf_string u;
+    u.reserve(8 * 1024 * 1024);
+  }
+};
+
+TEST_F(transform_test, a_given_memsys_with_pending_errors_reports_them_first) {
+  gpumem::nrt::memsys small(gpumem::nrt::heap_options{2 * gpumem::MiB},
+                            gpumem::nrt::memsys_options{true});
+  gpumem::strings::transform_options o;
+  o.memsys = &small;
+  // A kernel of the caller's whose allocation failed, not checked yet.
+  gpumem::nrt::launch(small, {1, 1}, failing_reserve{});
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"ab"});
+  EXPECT_THROW((void)gpumem::strings::transform(c, spec_udf{}, o), gpumem::out_of_memory);
+  column const out = gpumem::strings::transform(c, spec_udf{}, o);  // reported once, then clean
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"abababc"}));
+}
+
 TEST_F(transform_test, other_errors_are_logic_errors) {
   column const c = gpumem::strings_column_from_host(std::vector<std::string>{"a", "bb", "ccc"});
   EXPECT_THROW(gpumem::strings::transform(c, value_error_udf{}, with_memsys()),

@@ -10,8 +10,9 @@
 //   strings::udf_string b = strings::from_float(0.1);            // "0.1", as repr(0.1)
 //
 // to_int(s, base): int(s, base) of a str — surrounding whitespace (str.isspace), a sign, the
-//   prefixes 0x 0o 0b (required by base 0, allowed by 16, 8, 2), single underscores between
-//   digits and after a prefix, digits of any script (Unicode decimal digits), bases 0 and 2..36;
+//   prefixes 0x 0o 0b (base 0 takes the base from the prefix, decimal without one; 16, 8, 2
+//   allow their own), single underscores between digits and after a prefix, digits of any
+//   script (Unicode decimal digits), bases 0 and 2..36;
 //   for base 0 a leading 0 must be followed by zeros only. Invalid text or base: value_error; more
 //   than 4300 digits in a base that is not a power of two: value_error (CPython's default limit).
 //   THE ONE DIFFERENCE FROM PYTHON: a value outside int64 is overflow_error, where Python, with

@@ -121,7 +121,10 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline udf_string expandtabs(string_view s,
         column += spaces;
       }
     } else {
-      ++total;
+      if (!detail::checked_add(total, size_type{1}, total)) {  // after tabs that filled INT64_MAX
+        out.set_error(errc::out_of_memory);
+        return out;
+      }
       if (!detail::is_continuation(c)) ++column;
       if (c == '\n' || c == '\r') column = 0;
     }

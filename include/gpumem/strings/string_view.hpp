@@ -85,14 +85,16 @@ class string_view {
   using iterator = const_iterator;
 
   string_view() = default;
-  GPUMEM_HD string_view(char const* data, size_type bytes) : data_(data), bytes_(bytes) {}
+  // A negative count is taken as 0 (an empty view), so no function ever sees a negative size.
+  GPUMEM_HD string_view(char const* data, size_type bytes)
+      : data_(data), bytes_(bytes < 0 ? 0 : bytes) {}
   // A NUL-terminated string (not including the NUL); null gives the empty view.
   GPUMEM_HD string_view(char const* cstr) : data_(cstr) {
     if (cstr != nullptr)
       while (cstr[bytes_] != '\0')
         ++bytes_;
   }
-  GPUMEM_HD string_view(string_element e) : data_(e.data), bytes_(e.bytes) {}
+  GPUMEM_HD string_view(string_element e) : data_(e.data), bytes_(e.bytes < 0 ? 0 : e.bytes) {}
 
   GPUMEM_HD char const* data() const { return data_; }
   GPUMEM_HD size_type size_bytes() const { return bytes_; }

@@ -33,9 +33,14 @@
 // GPUMEM_STRING_HEAP_BYTES_PER_ROW; docs/environment.md), or options.heap_bytes.
 //
 // Errors (host exceptions, thrown after every result has been released, never a partial column):
-//   * a row whose result could not be allocated: gpumem::out_of_memory, naming how many rows
-//     failed and the heap's size; the memory system is usable again at once;
+//   * a row whose result could not be allocated, or any allocation inside the UDF that failed
+//     (also one the UDF went on from: a failed udf_string passed to another function reads as
+//     an empty string, so its row cannot be trusted): gpumem::out_of_memory, naming how many rows
+//     failed and the heap's size; the memory system is usable again at once. Out of memory wins
+//     over other errors of the same call;
 //   * a UDF result failed with another error (value_error, ...): gpumem::logic_error naming it;
+//   * with options.memsys: errors that memory system recorded before the call (memsys::check())
+//     are thrown first, before anything runs;
 //   * inputs that are not strings columns, differ in rows, or whose offsets are not valid ranges
 //     of their characters: gpumem::logic_error naming the input and the row.
 // Device code never traps. A UDF's own refcount mistakes are reported by memsys::check() as

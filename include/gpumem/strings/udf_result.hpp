@@ -61,6 +61,10 @@ class udf_result {
   GPUMEM_HD udf_result() {}
   GPUMEM_HD udf_result(string_view v) : kind_(kind::view), view_(v) {}
   GPUMEM_HD udf_result(char const* literal) : udf_result(string_view(literal)) {}
+  // Not from a named udf_string that stays the UDF's: that would be a view of a string the UDF
+  // destroys when it returns. Return it (`return s;` moves it) or std::move it.
+  GPUMEM_HD udf_result(udf_string&) = delete;
+  GPUMEM_HD udf_result(udf_string const&) = delete;
   GPUMEM_HD udf_result(udf_string&& s) {
     if (s.failed()) {
       error_ = s.error();

@@ -8,7 +8,7 @@
 //   out += a;                                // a capacity check and a memcpy
 //   out += U'!';
 //   if (out.failed()) { /* out.error() == errc::out_of_memory: the heap was exhausted */ }
-//   strings::string_view v = out;            // views stay valid until the next append/reserve
+//   strings::string_view v = out;            // valid until the string changes or dies
 //
 // Growth: the capacity at least doubles on every reallocation and is rounded to a power of two up
 // to 16 KiB (the heap's size classes), so n appends make O(log n) allocations. reserve() once when
@@ -88,7 +88,14 @@ class udf_string {
 
   GPUMEM_HD void append(char const* p, size_type n) {
     // A failed string has capacity 0, so it always takes the slow path, which refuses.
-    if (n <= 0 || (n > capacity_ - bytes_ && !grow_by(n))) return;
+    if (n <= 0) return;
+    if (n > capacity_ - bytes_) {
+      // `p` may point into this string (s += s): growing frees the old buffer, so keep its place.
+      bool const inside = data_ != nullptr && p >= data_ && p < data_ + capacity_;
+      size_type const at = inside ? p - data_ : 0;
+      if (!grow_by(n)) return;
+      if (inside) p = data_ + at;
+    }
     std::memcpy(data_ + bytes_, p, static_cast<std::size_t>(n));
     bytes_ += n;
   }
