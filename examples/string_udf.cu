@@ -1,5 +1,6 @@
 // string_udf: a Python string UDF on a column of strings, on the GPU (or the host backend), with
-// the memory picture afterwards. The UDF is the one of docs/strings.md and the string-UDF spec:
+// the memory picture afterwards. The UDF is the one of docs/strings.md and of cuDF's string-UDF
+// design notes:
 //
 //   def udf(s):
 //       result = s.upper() if len(s) > 2 else s + s

@@ -28,9 +28,10 @@
 //
 // Memory. The UDF allocates from an NRT memory system: options.memsys when given (used as it is),
 // otherwise one made for this call and destroyed before it returns, with a heap of
-// heap_bytes_for(inputs, options) bytes: heap_factor x the input's character bytes +
-// heap_bytes_per_row x rows, at least min_heap_bytes (GPUMEM_STRING_HEAP_FACTOR,
+// heap_factor x the character bytes of all inputs + heap_bytes_per_row x rows, plus an eighth
+// (the slab heap's per-shard slabs), at least min_heap_bytes (GPUMEM_STRING_HEAP_FACTOR,
 // GPUMEM_STRING_HEAP_BYTES_PER_ROW; docs/environment.md), or options.heap_bytes.
+// heap_bytes_for(column, options) gives that size for one input column.
 //
 // Errors (host exceptions, thrown after every result has been released, never a partial column):
 //   * a row whose result could not be allocated, or any allocation inside the UDF that failed
