@@ -315,7 +315,10 @@ transform_run::transform_run(column const* const* inputs, std::size_t count,
   s->serial = std::unique_lock<std::mutex>(transform_mutex());
   s->options = options;
   s->launchers = launchers;
-  GPUMEM_EXPECTS(options.block_size > 0, "strings::transform: block_size must be positive");
+  GPUMEM_EXPECTS(options.block_size > 0 && options.block_size <= max_transform_block_size,
+                 "strings::transform: block_size must be in [1, " +
+                     std::to_string(max_transform_block_size) + "], got " +
+                     std::to_string(options.block_size));
   std::size_t chars = 0;
   for (std::size_t k = 0; k < count; ++k) {
     column const& in = *inputs[k];

@@ -106,6 +106,22 @@ TEST(cuda_launch, an_empty_grid_does_nothing_and_a_zero_block_is_refused) {
                gpumem::logic_error);
 }
 
+TEST(cuda_launch, a_bounded_launch_runs_every_thread_and_refuses_larger_blocks) {
+  auto& b = backend();
+  unsigned const grid = 5, block = 128;
+  std::size_t const n = std::size_t{grid} * block;
+  device_buffer out(n * sizeof(std::uint64_t));
+  gpumem::launch_bounded<128, 4>({grid, block, nullptr}, record_thread{out.as<std::uint64_t>()});
+  b.synchronize();
+  std::vector<std::uint64_t> seen(n);
+  b.copy(seen.data(), out.get(), out.size());
+  for (std::size_t i = 0; i < n; ++i)
+    ASSERT_EQ(seen[i] >> 20, ((i / block) << 20) | (i % block)) << "global thread " << i;
+  EXPECT_THROW(
+      (gpumem::launch_bounded<128, 4>({1, 129, nullptr}, record_thread{out.as<std::uint64_t>()})),
+      gpumem::logic_error);
+}
+
 TEST(cuda_launch, a_launch_after_out_of_memory_is_not_blamed_for_it) {
   auto& b = backend();
   std::size_t const too_much = b.get_memory_info().total + gpumem::GiB;

@@ -327,6 +327,23 @@ TEST_F(transform_test, other_errors_are_logic_errors) {
   expect_balanced();
 }
 
+TEST_F(transform_test, block_sizes_outside_the_kernels_bound_are_refused) {
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"a", "bb", "ccc"});
+  for (unsigned bad : {0u, gpumem::strings::max_transform_block_size + 1}) {
+    gpumem::strings::transform_options o = with_memsys();
+    o.block_size = bad;
+    EXPECT_THROW((void)gpumem::strings::transform(c, spec_udf{}, o), gpumem::logic_error) << bad;
+  }
+  for (unsigned good : {1u, 32u, gpumem::strings::max_transform_block_size}) {
+    gpumem::strings::transform_options o = with_memsys();
+    o.block_size = good;
+    EXPECT_EQ(gpumem::strings::transform(c, spec_udf{}, o).to_host_strings(),
+              (rows_t{"aaabc", "bbbbabc", "CCCabc"}))
+        << good;
+  }
+  expect_balanced();
+}
+
 TEST_F(transform_test, empty_and_all_null_columns) {
   column const empty = gpumem::strings_column_from_host(std::vector<std::string>{});
   column const out = gpumem::strings::transform(empty, spec_udf{}, with_memsys());

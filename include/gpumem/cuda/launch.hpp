@@ -14,6 +14,13 @@
 //
 // The functor is taken by value and must be trivially copyable for the device (as any kernel
 // argument). Errors of the launch itself become gpumem::cuda_error.
+//
+// launch_bounded<MaxBlock, MinBlocksPerSm>(config, f) is the same launch for device code with a
+// large frame (a UDF calling many inlined string functions, say), whose register count the
+// compiler would otherwise pick so high that most of an SM stays idle: the kernel is compiled to
+// fit MinBlocksPerSm blocks of MaxBlock threads on one SM (at most 65536 / (MaxBlock *
+// MinBlocksPerSm) registers a thread; the rest spills to local memory). config.block above
+// MaxBlock is a logic_error naming both. The host backend runs it as launch() does.
 #pragma once
 
 #include <gpumem/core/config.hpp>
@@ -22,6 +29,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 
 namespace gpumem {
 
@@ -66,27 +74,57 @@ __global__ void launch_kernel(F f) {
   thread_index const t{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x};
   f(t);
 }
+
+template <unsigned MaxBlock, unsigned MinBlocks, class F>
+__global__ void __launch_bounds__(MaxBlock, MinBlocks) launch_kernel_bounded(F f) {
+  thread_index const t{blockIdx.x, threadIdx.x, gridDim.x, blockDim.x};
+  f(t);
+}
 #endif
+
+// The parts of launch() around the kernel itself: checks the configuration, and runs `f` on the
+// host backend. True when there is nothing left to do (nothing to launch, or run on the host).
+template <class F>
+bool launch_without_kernel(launch_config const& config, F const& f) {
+  GPUMEM_EXPECTS(config.block > 0, "launch: block size must be positive");
+  if (config.grid == 0) return true;
+  if (backend().kind() != backend_kind::host) return false;
+  unsigned const block_dim = config.block;
+  unsigned const grid_dim = config.grid;
+  host_launch_blocks(config.stream, grid_dim, [f, block_dim, grid_dim](unsigned b) {
+    F local = f;
+    for (unsigned t = 0; t < block_dim; ++t)
+      local(thread_index{b, t, grid_dim, block_dim});
+  });
+  return true;
+}
 
 }  // namespace detail
 
 template <class F>
 void launch(launch_config const& config, F f) {
-  GPUMEM_EXPECTS(config.block > 0, "launch: block size must be positive");
-  if (config.grid == 0) return;
-  if (backend().kind() == backend_kind::host) {
-    unsigned const block_dim = config.block;
-    unsigned const grid_dim = config.grid;
-    detail::host_launch_blocks(config.stream, grid_dim, [f, block_dim, grid_dim](unsigned b) {
-      F local = f;
-      for (unsigned t = 0; t < block_dim; ++t)
-        local(thread_index{b, t, grid_dim, block_dim});
-    });
-    return;
-  }
+  if (detail::launch_without_kernel(config, f)) return;
 #if defined(__CUDACC__)
   detail::launch_kernel<<<config.grid, config.block, config.shared_bytes,
                           reinterpret_cast<cudaStream_t>(config.stream)>>>(f);
+  detail::check_launch_status(static_cast<int>(cudaGetLastError()), "launch");
+#else
+  detail::throw_launch_not_compiled();
+#endif
+}
+
+template <unsigned MaxBlock, unsigned MinBlocksPerSm, class F>
+void launch_bounded(launch_config const& config, F f) {
+  static_assert(MaxBlock > 0 && MaxBlock <= 1024 && MinBlocksPerSm > 0,
+                "launch_bounded: MaxBlock must be in [1, 1024], MinBlocksPerSm positive");
+  GPUMEM_EXPECTS(config.block <= MaxBlock, "launch: a block of " + std::to_string(config.block) +
+                                               " threads exceeds this kernel's bound of " +
+                                               std::to_string(MaxBlock));
+  if (detail::launch_without_kernel(config, f)) return;
+#if defined(__CUDACC__)
+  detail::launch_kernel_bounded<MaxBlock, MinBlocksPerSm>
+      <<<config.grid, config.block, config.shared_bytes,
+         reinterpret_cast<cudaStream_t>(config.stream)>>>(f);
   detail::check_launch_status(static_cast<int>(cudaGetLastError()), "launch");
 #else
   detail::throw_launch_not_compiled();

@@ -56,5 +56,11 @@ void launch(memsys& ms, launch_config const& config, F f) {
   gpumem::launch(config, with_memsys<F>{ms.state(), f});
 }
 
+// gpumem::launch_bounded (cuda/launch.hpp) with `ms` as the memory system.
+template <unsigned MaxBlock, unsigned MinBlocksPerSm, class F>
+void launch_bounded(memsys& ms, launch_config const& config, F f) {
+  gpumem::launch_bounded<MaxBlock, MinBlocksPerSm>(config, with_memsys<F>{ms.state(), f});
+}
+
 }  // namespace
 }  // namespace gpumem::nrt

@@ -88,6 +88,11 @@ struct transform_report {
   nrt::memsys_statistics statistics;  // after the release pass (since the last reset)
 };
 
+// The UDF kernel is compiled to keep at least this many threads busy on each SM (its registers
+// capped at 65536 / 768 per thread: a UDF's inlined string functions would otherwise take so
+// many registers that three quarters of an SM sat idle), and so takes blocks of at most this many.
+inline constexpr unsigned max_transform_block_size = 768;
+
 struct transform_options {
   nrt::memsys* memsys = nullptr;      // used as is; null: transform makes one for the call
   std::size_t heap_bytes = 0;         // heap of that memory system; 0: heap_bytes_for()
@@ -95,7 +100,7 @@ struct transform_options {
   std::optional<std::size_t> heap_bytes_per_row;  // default GPUMEM_STRING_HEAP_BYTES_PER_ROW
   bool statistics = false;  // count NRT statistics in the memory system transform makes
   stream_handle stream = nullptr;
-  unsigned block_size = 256;
+  unsigned block_size = 256;  // threads per block, 1 to max_transform_block_size
   transform_report* report = nullptr;
 };
 
@@ -174,7 +179,7 @@ column transform_inputs(std::array<column const*, N> const& inputs, F const& udf
     detail::udf_kernel<F, N> kernel{udf, {}, run.results(), run.counters()};
     for (std::size_t k = 0; k < N; ++k)
       kernel.inputs[k] = run.input(k);
-    nrt::launch(run.memsys(), run.config(run.rows()), kernel);
+    nrt::launch_bounded<max_transform_block_size, 1>(run.memsys(), run.config(run.rows()), kernel);
     run.udf_launched();
   }
   return run.finish();
