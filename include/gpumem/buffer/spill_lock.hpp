@@ -3,7 +3,7 @@
 // spill_lock: an RAII scope in which buffer pointers are gpumem's own — cuDF's acquire_spill_lock.
 //
 //   {
-//     gpumem::spill_lock lock;                               // on this thread, until the scope ends
+//     gpumem::spill_lock lock;                           // on this thread, until the scope ends
 //     auto const* in = a.get_ptr(gpumem::access::read);      // unspilled, held on the device
 //     auto* out = b.get_ptr(gpumem::access::write);          // unshared if copy-on-write
 //     launch(..., in, out);
