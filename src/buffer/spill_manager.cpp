@@ -8,6 +8,7 @@
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/manager/context.hpp>
 #include <gpumem/manager/out_of_memory_handlers.hpp>
 
 #include <atomic>
@@ -68,19 +69,35 @@ buffer spill_manager::from_host(void const* data, std::size_t bytes, bool copy_o
   return buffer::from_host(data, bytes, o);
 }
 
+namespace {
+
+// The spilled buffers' device memory went to the manager's deferred queue; an explicit spill
+// means to free it now (a no-op inside defer_cleanup()).
+void release_spilled(int device, std::size_t spilled) {
+  if (spilled != 0) get_context(device).pending_deallocations().flush();
+}
+
+}  // namespace
+
 std::size_t spill_manager::spill_device_memory(std::size_t nbytes) {
-  return registry_->spill_bytes(nbytes);
+  std::size_t const spilled = registry_->spill_bytes(nbytes);
+  release_spilled(device(), spilled);
+  return spilled;
 }
 
 std::size_t spill_manager::spill_to_device_limit(std::optional<std::size_t> limit) {
   if (!limit) limit = options_.device_limit;
   if (!limit) return 0;
-  return registry_->spill_to(*limit);
+  std::size_t const spilled = registry_->spill_to(*limit);
+  release_spilled(device(), spilled);
+  return spilled;
 }
 
 bool spill_manager::spill(buffer const& b) {
   if (b.storage_ == nullptr) return false;
-  return registry_->spill_storage(*b.storage_);
+  bool const spilled = registry_->spill_storage(*b.storage_);
+  release_spilled(device(), spilled ? b.storage_->size() : 0);
+  return spilled;
 }
 
 std::size_t spill_manager::device_bytes() const noexcept {
