@@ -65,7 +65,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # Only the test executables of the concurrent parts are built (and their libraries): TSan slows
 # code about tenfold, and CI has two cores. RelWithDebInfo: optimised, still with line numbers.
-tsan_tests=(test_mr_pool test_mr_contract test_manager test_nrt test_strings_transform)
+tsan_tests=(test_mr_pool test_mr_contract test_manager test_nrt test_strings_transform test_buffer_stress)
 stage "thread sanitizer build ($build/tsan, host backend: ${tsan_tests[*]})"
 cmake -S . -B "$build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMEM_CUDA=OFF \
   -DGPUMEM_SANITIZE=thread -DGPUMEM_WERROR=ON -DGPUMEM_BUILD_BENCH=OFF -DGPUMEM_BUILD_EXAMPLES=OFF

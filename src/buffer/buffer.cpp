@@ -2,10 +2,13 @@
 // transfers. Transfers are one-dimensional byte arrays handed to the array layer's copy routine,
 // which also keeps both sides alive on a stream.
 #include "buffer_storage.hpp"
+#include "spill_registry.hpp"
 
 #include <gpumem/array/array_layout.hpp>
 #include <gpumem/array/detail/transfer.hpp>
 #include <gpumem/buffer/buffer.hpp>
+#include <gpumem/buffer/spill_lock.hpp>
+#include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
@@ -49,31 +52,6 @@ bool buffer_storage::keeps_same_owner(buffer_storage const& other) const noexcep
 
 namespace {
 
-std::shared_ptr<buffer_storage> allocate_storage(std::size_t bytes, buffer_memory memory) {
-  gpumem::memory_manager& manager = current_context().memory_manager();
-  switch (memory) {
-    case buffer_memory::pinned: {
-      host_memory h = manager.memhostalloc(bytes, host_alloc_flags{});
-      void* base = h.host_pointer();
-      return std::make_shared<buffer_storage>(base, bytes, memory, buffer_origin::allocated,
-                                              std::move(h));
-    }
-    case buffer_memory::managed: {
-      // Attached globally: usable from any stream, as device buffers are.
-      managed_memory m = manager.memallocmanaged(bytes, true);
-      void* base = m.host_pointer();
-      return std::make_shared<buffer_storage>(base, bytes, memory, buffer_origin::allocated,
-                                              memory_pointer(std::move(m)));
-    }
-    case buffer_memory::device:
-      break;
-  }
-  memory_pointer p = manager.memalloc(bytes);
-  void* base = p.device_pointer();
-  return std::make_shared<buffer_storage>(base, bytes, memory, buffer_origin::allocated,
-                                          std::move(p));
-}
-
 // Copies `bytes` from src to dst through the array layer; with a stream, asynchronously on it,
 // keeping both owners alive until the stream has passed the copy.
 void copy_bytes(void* dst, std::shared_ptr<void> dst_owner, void const* src,
@@ -82,6 +60,35 @@ void copy_bytes(void* dst, std::shared_ptr<void> dst_owner, void const* src,
   array_layout const layout = array_layout::contiguous(shape_type{bytes}, 1);
   transfer(copy_side{dst, layout, std::move(dst_owner)},
            copy_side{const_cast<void*>(src), layout, std::move(src_owner)}, s);
+}
+
+// What buffer_options ask of a new storage of `memory`.
+buffer_storage::tracking tracking_for(buffer_options const& options) {
+  buffer_storage::tracking track;
+  track.copy_on_write = options.copy_on_write;
+  if (options.spill != nullptr) {
+    GPUMEM_EXPECTS(
+        options.memory == buffer_memory::device,
+        std::string("buffer: only device memory is spillable, not ") + to_string(options.memory));
+    track.spill = options.spill->registry();
+  } else if (options.memory == buffer_memory::device && options.spillable) {
+    std::shared_ptr<spill_manager> global = global_spill_manager();
+    if (global != nullptr && global->device() == backend().current_device())
+      track.spill = global->registry();
+  }
+  return track;
+}
+
+// The address of [storage + offset] for an operation of the buffer layer, and an owner that keeps
+// it valid (on the device, for a tracked storage) until it is released — after a synchronous copy
+// returns, or when a stream has passed an asynchronous one.
+std::pair<void*, std::shared_ptr<void>> pinned_address(
+    std::shared_ptr<buffer_storage> const& storage, std::size_t offset) {
+  if (storage == nullptr) return {nullptr, nullptr};
+  if (!storage->tracked()) return {static_cast<unsigned char*>(storage->base()) + offset, storage};
+  auto pin = std::make_shared<storage_pin>(storage);
+  void* const address = static_cast<unsigned char*>(pin->address()) + offset;
+  return {address, std::move(pin)};
 }
 
 void check_host_pointer(void const* data, std::size_t bytes, char const* what) {
@@ -96,28 +103,115 @@ buffer::buffer() noexcept = default;
 
 buffer::buffer(std::shared_ptr<detail::buffer_storage> storage, std::size_t offset,
                std::size_t size, buffer_memory memory) noexcept
-    : storage_(std::move(storage)), offset_(offset), size_(size), memory_(memory) {}
+    : storage_(std::move(storage)), offset_(offset), size_(size), memory_(memory) {
+  if (storage_ != nullptr && storage_->copy_on_write()) storage_->add_slice();
+}
 
 buffer::buffer(std::size_t bytes, buffer_memory memory)
-    : storage_(bytes == 0 ? nullptr : detail::allocate_storage(bytes, memory)),
-      size_(bytes),
-      memory_(memory) {}
+    : buffer(bytes, buffer_options{memory, false, nullptr, true}) {}
+
+buffer::buffer(std::size_t bytes, buffer_options const& options)
+    : size_(bytes), memory_(options.memory) {
+  detail::buffer_storage::tracking track = detail::tracking_for(options);
+  if (bytes == 0) return;
+  storage_ = detail::allocate_storage(bytes, options.memory, track);
+  if (storage_->copy_on_write()) storage_->add_slice();
+  // A soft device limit applies from creation (a limit of 0 spills the new buffer at once).
+  if (storage_->registry() != nullptr) storage_->registry()->enforce_limit();
+}
+
+buffer::buffer(buffer const& other)
+    : storage_(other.storage_), offset_(other.offset_), size_(other.size_), memory_(other.memory_) {
+  if (storage_ == nullptr || !storage_->copy_on_write()) return;
+  if (storage_->where() == detail::residence::exposed) {
+    // A third party may write through the exposed address: a copy must not see it.
+    storage_.reset();
+    *this = other.copy_on(nullptr);
+    return;
+  }
+  storage_->add_slice();
+}
+
+buffer::buffer(buffer&& other) noexcept
+    : storage_(std::move(other.storage_)),
+      offset_(std::exchange(other.offset_, 0)),
+      size_(std::exchange(other.size_, 0)),
+      memory_(other.memory_) {}
+
+buffer& buffer::operator=(buffer const& other) {
+  if (this != &other) {
+    buffer copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+buffer& buffer::operator=(buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    storage_ = std::move(other.storage_);
+    offset_ = std::exchange(other.offset_, 0);
+    size_ = std::exchange(other.size_, 0);
+    memory_ = other.memory_;
+  }
+  return *this;
+}
+
+buffer::~buffer() {
+  release();
+}
+
+void buffer::release() noexcept {
+  if (storage_ != nullptr && storage_->copy_on_write()) storage_->remove_slice();
+  storage_.reset();
+}
+
+buffer buffer::allocate_like(std::size_t bytes, detail::buffer_storage const& like) {
+  if (!like.tracked()) return buffer(bytes, like.memory());
+  buffer out;
+  out.size_ = bytes;
+  out.memory_ = like.memory();
+  if (bytes == 0) return out;
+  out.storage_ = detail::allocate_storage(bytes, like.memory(), like.tracking_options());
+  if (out.storage_->copy_on_write()) out.storage_->add_slice();
+  return out;
+}
 
 buffer buffer::allocate_from_host(void const* data, std::size_t bytes, stream const* s,
-                                  buffer_memory memory) {
+                                  buffer_options const& options) {
   detail::check_host_pointer(data, bytes, "buffer::from_host");
-  buffer out(bytes, memory);
-  detail::copy_bytes(out.get_ptr(access::write), out.share_owner(), data, nullptr, bytes, s);
+  buffer out;
+  out.size_ = bytes;
+  out.memory_ = options.memory;
+  detail::buffer_storage::tracking track = detail::tracking_for(options);
+  if (bytes == 0) return out;
+  out.storage_ = detail::allocate_storage(bytes, options.memory, std::move(track));
+  if (out.storage_->copy_on_write()) out.storage_->add_slice();
+  {
+    auto dst = detail::pinned_address(out.storage_, 0);
+    detail::copy_bytes(dst.first, std::move(dst.second), data, nullptr, bytes, s);
+  }
+  // The limit is applied once the bytes are in (it may spill them at once).
+  if (out.storage_->registry() != nullptr) out.storage_->registry()->enforce_limit();
   return out;
 }
 
 buffer buffer::from_host(void const* data, std::size_t bytes, buffer_memory memory) {
-  return allocate_from_host(data, bytes, nullptr, memory);
+  return allocate_from_host(data, bytes, nullptr, buffer_options{memory, false, nullptr, true});
 }
 
 buffer buffer::from_host(void const* data, std::size_t bytes, stream const& s,
                          buffer_memory memory) {
-  return allocate_from_host(data, bytes, &s, memory);
+  return allocate_from_host(data, bytes, &s, buffer_options{memory, false, nullptr, true});
+}
+
+buffer buffer::from_host(void const* data, std::size_t bytes, buffer_options const& options) {
+  return allocate_from_host(data, bytes, nullptr, options);
+}
+
+buffer buffer::from_host(void const* data, std::size_t bytes, stream const& s,
+                         buffer_options const& options) {
+  return allocate_from_host(data, bytes, &s, options);
 }
 
 buffer buffer::view(memory_pointer memory, buffer_memory kind) {
@@ -165,14 +259,64 @@ void const* buffer::address() const noexcept {
   return static_cast<unsigned char const*>(storage_->base()) + offset_;
 }
 
-void* buffer::get_ptr(access) {
-  return const_cast<void*>(address());
+void* buffer::tracked_ptr(access, char const* file, int line) const {
+  detail::buffer_storage& storage = *storage_;
+  void* base = nullptr;
+  if (spill_lock* lock = spill_lock::current()) {
+    if (lock->holds(&storage)) {
+      base = storage.acquire(detail::pointer_use::pin, file, line);
+      storage.unpin();
+    } else {
+      lock->remember(storage_);
+      try {
+        base = storage.acquire(detail::pointer_use::pin, file, line);
+      } catch (...) {
+        lock->forget_last();
+        throw;
+      }
+    }
+  } else {
+    base = storage.acquire(detail::pointer_use::expose, file, line);
+  }
+  return static_cast<unsigned char*>(base) + offset_;
 }
 
-void const* buffer::get_ptr(access mode) const {
+void buffer::unshare() {
+  // Other slices share the owner: this one gets its own copy of its range (the owner is unspilled
+  // first when it is spilled), and the others keep the owner.
+  *this = copy_on(nullptr);
+}
+
+void* buffer::get_ptr(access mode, char const* file, int line) {
+  if (storage_ == nullptr) return nullptr;
+  if (!storage_->tracked()) return const_cast<void*>(address());
+  if (mode == access::write && storage_->copy_on_write() && storage_->slices() > 1) unshare();
+  return tracked_ptr(mode, file, line);
+}
+
+void const* buffer::get_ptr(access mode, char const* file, int line) const {
   GPUMEM_EXPECTS(mode == access::read,
                  "buffer::get_ptr: write access asked for through a const buffer");
-  return address();
+  if (storage_ == nullptr) return nullptr;
+  if (!storage_->tracked()) return address();
+  return tracked_ptr(mode, file, line);
+}
+
+bool buffer::is_spillable() const noexcept {
+  return storage_ != nullptr && storage_->spillable();
+}
+
+bool buffer::is_spilled() const noexcept {
+  return storage_ != nullptr && storage_->where() == detail::residence::spilled;
+}
+
+bool buffer::is_exposed() const noexcept {
+  return storage_ != nullptr && storage_->tracked() &&
+         storage_->where() == detail::residence::exposed;
+}
+
+bool buffer::is_copy_on_write() const noexcept {
+  return storage_ != nullptr && storage_->copy_on_write();
 }
 
 buffer buffer::slice(std::size_t offset, std::size_t bytes) const {
@@ -186,9 +330,16 @@ buffer buffer::slice(std::size_t offset, std::size_t bytes) const {
 }
 
 buffer buffer::copy_on(stream const* s) const {
-  buffer out(size_, memory_);
-  detail::copy_bytes(out.get_ptr(access::write), out.share_owner(), address(), share_owner(), size_,
-                     s);
+  if (storage_ == nullptr) return buffer(size_, memory_);
+  buffer out = allocate_like(size_, *storage_);
+  {
+    auto src = detail::pinned_address(storage_, offset_);
+    auto dst = detail::pinned_address(out.storage_, 0);
+    detail::copy_bytes(dst.first, std::move(dst.second), src.first, std::move(src.second), size_,
+                       s);
+  }
+  if (out.storage_ != nullptr && out.storage_->registry() != nullptr)
+    out.storage_->registry()->enforce_limit();
   return out;
 }
 
@@ -204,7 +355,9 @@ void buffer::copy_out(void* dst, std::size_t bytes, stream const* s) const {
                                      " bytes asked for from a buffer of " + std::to_string(size_) +
                                      " bytes");
   detail::check_host_pointer(dst, bytes, "buffer::copy_to_host");
-  detail::copy_bytes(dst, nullptr, address(), share_owner(), bytes, s);
+  if (bytes == 0) return;
+  auto src = detail::pinned_address(storage_, offset_);
+  detail::copy_bytes(dst, nullptr, src.first, std::move(src.second), bytes, s);
 }
 
 void buffer::copy_to_host(void* dst, std::size_t bytes) const {

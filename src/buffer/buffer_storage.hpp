@@ -1,25 +1,69 @@
-// The storage record behind buffer handles (see buffer.hpp): the base address and size of one
-// range of memory, its kind, and what keeps it alive — the memory manager's pointer for memory a
-// buffer allocated, or the owner handed to buffer::view.
+// The storage record behind buffer handles (see buffer.hpp): one range of memory, its kind, what
+// keeps it alive — the memory manager's pointer for memory a buffer allocated, or the owner handed
+// to buffer::view — and, for a TRACKED storage (spillable or copy-on-write), where the bytes are
+// now, whether their address escaped, the spill locks holding them, and the count of live slices.
 //
-// Every handle, slice and copy of a handle shares one record; the memory goes when the record
-// does. The record is immutable after construction, which is what makes sharing it between
-// threads safe today. A spillable or copy-on-write storage will keep its moving parts (where the
-// bytes are now, exposure, the handles that share it) here, behind buffer::get_ptr(access).
+// Every handle, slice and copy of a handle shares one record. An untracked record is immutable
+// after construction, so buffer::get_ptr reads its address without a lock (what a plain buffer
+// costs). A tracked record keeps its moving parts under its own mutex:
+//
+//   residence   on_device --spill--> spilled --unspill--> on_device
+//               on_device / spilled --expose--> exposed (on the device, final)
+//   pins        spill locks and internal operations holding the bytes on the device
+//   slices      live copy-on-write handles of this owner (a write with slices > 1 unshares)
+//
+// Locking: the mutex is recursive because an allocation made while holding it (unspilling) may run
+// the spill-on-demand handler on the same thread, which try-locks candidate records and must find
+// this one busy (it is spilled or pinned at that moment, so it is skipped). The spill registry's
+// mutex is a leaf: never held while a record's mutex is taken.
 #pragma once
 
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/manager/host_memory.hpp>
 #include <gpumem/manager/memory_pointer.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <variant>
 
 namespace gpumem::detail {
 
+class spill_registry;
+
 // How the memory came to the buffer layer: allocated for a buffer, or existing memory viewed.
 enum class buffer_origin { allocated, viewed };
+
+// Where a tracked storage's bytes are (see the file comment for the legal transitions).
+enum class residence { on_device, spilled, exposed };
+
+// Why a tracked storage's pointer is asked for.
+enum class pointer_use {
+  pin,     // inside a spill lock or an internal operation: hold on the device until unpinned
+  expose,  // handed out of gpumem's control: exposed for good
+};
+
+// A block of the spill manager's pinned host pool; returned to the pool when destroyed.
+class host_block {
+ public:
+  host_block() noexcept = default;
+  host_block(std::shared_ptr<spill_registry> registry, void* ptr, std::size_t bytes) noexcept
+      : registry_(std::move(registry)), ptr_(ptr), bytes_(bytes) {}
+  host_block(host_block&& other) noexcept { *this = std::move(other); }
+  host_block& operator=(host_block&& other) noexcept;
+  host_block(host_block const&) = delete;
+  host_block& operator=(host_block const&) = delete;
+  ~host_block() { reset(); }
+  void reset() noexcept;
+  void* get() const noexcept { return ptr_; }
+
+ private:
+  std::shared_ptr<spill_registry> registry_;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
 
 class buffer_storage {
  public:
@@ -27,25 +71,98 @@ class buffer_storage {
   // foreign owner (may be empty).
   using keeper = std::variant<memory_pointer, host_memory, std::shared_ptr<void>>;
 
+  // What makes a storage tracked: copy-on-write, and/or the spill registry of its spill manager.
+  struct tracking {
+    bool copy_on_write = false;
+    std::shared_ptr<spill_registry> spill;
+  };
+
   buffer_storage(void* base, std::size_t size, buffer_memory memory, buffer_origin origin,
                  keeper owner) noexcept
       : base_(base), size_(size), memory_(memory), origin_(origin), owner_(std::move(owner)) {}
+  buffer_storage(void* base, std::size_t size, buffer_memory memory, buffer_origin origin,
+                 keeper owner, tracking track) noexcept;
   buffer_storage(buffer_storage const&) = delete;
   buffer_storage& operator=(buffer_storage const&) = delete;
+  ~buffer_storage();
 
-  void* base() const noexcept { return base_; }
   std::size_t size() const noexcept { return size_; }
   buffer_memory memory() const noexcept { return memory_; }
   buffer_origin origin() const noexcept { return origin_; }
   // True when both records keep the same allocation or the same foreign owner alive.
   bool keeps_same_owner(buffer_storage const& other) const noexcept;
 
+  bool tracked() const noexcept { return tracked_; }
+  bool copy_on_write() const noexcept { return copy_on_write_; }
+  bool spillable() const noexcept { return registry_ != nullptr; }
+  spill_registry* registry() const noexcept { return registry_.get(); }
+  tracking tracking_options() const { return tracking{copy_on_write_, registry_}; }
+
+  // Untracked storage only: the address, without a lock.
+  void* base() const noexcept { return base_; }
+
+  // Tracked storage: the device address, unspilling first; `use` pins or exposes (see
+  // pointer_use). `file`/`line` name the caller for exposure statistics. May throw out_of_memory.
+  void* acquire(pointer_use use, char const* file, int line);
+  void unpin() noexcept;
+
+  residence where() const noexcept { return residence_.load(std::memory_order_acquire); }
+  std::uint64_t last_use() const noexcept { return last_use_.load(std::memory_order_relaxed); }
+  void touch() noexcept;
+
+  // Copy-on-write slices of this owner.
+  void add_slice() noexcept { slices_.fetch_add(1, std::memory_order_relaxed); }
+  void remove_slice() noexcept { slices_.fetch_sub(1, std::memory_order_acq_rel); }
+  long slices() const noexcept { return slices_.load(std::memory_order_acquire); }
+
+  // --- for the spill registry (the caller holds the record's mutex) ---
+  std::recursive_mutex& mutex() const noexcept { return mutex_; }
+  // True when the record may be spilled now: on the device, unpinned, allocated by gpumem.
+  bool spillable_now() const noexcept;
+  // The current address (device or host).
+  void* current_address() const noexcept { return base_; }
+  // Completes a spill whose copy into `host` has finished: releases the device memory.
+  void finish_spill(host_block host) noexcept;
+
  private:
+  void unspill_locked();
+
   void* base_;
   std::size_t size_;
   buffer_memory memory_;
   buffer_origin origin_;
   keeper owner_;
+
+  // Tracked storage only.
+  bool tracked_ = false;
+  bool copy_on_write_ = false;
+  std::shared_ptr<spill_registry> registry_;
+  mutable std::recursive_mutex mutex_;
+  std::atomic<residence> residence_{residence::on_device};
+  host_block host_;  // the bytes while spilled
+  int pins_ = 0;
+  std::atomic<std::uint64_t> last_use_{0};
+  std::atomic<long> slices_{0};
 };
+
+// A tracked storage's device address held for the life of this object (an internal operation).
+class storage_pin {
+ public:
+  explicit storage_pin(std::shared_ptr<buffer_storage> storage)
+      : storage_(std::move(storage)), address_(storage_->acquire(pointer_use::pin, nullptr, 0)) {}
+  storage_pin(storage_pin const&) = delete;
+  storage_pin& operator=(storage_pin const&) = delete;
+  ~storage_pin() { storage_->unpin(); }
+  void* address() const noexcept { return address_; }
+
+ private:
+  std::shared_ptr<buffer_storage> storage_;
+  void* address_;
+};
+
+// A new storage of `bytes` of `memory` from the current context's manager (or, when `track` has a
+// spill registry, from its device's manager, registered with it).
+std::shared_ptr<buffer_storage> allocate_storage(std::size_t bytes, buffer_memory memory,
+                                                 buffer_storage::tracking track);
 
 }  // namespace gpumem::detail

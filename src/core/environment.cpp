@@ -41,6 +41,14 @@ std::vector<environment_variable> const& table() {
        "... plus this many bytes per input row (at least 16 MiB in all)."},
       {"GPUMEM_LOG_LEVEL", "warn", "name", "trace, debug, info, warn, error, off",
        "Lowest level the default log sink prints."},
+      {"GPUMEM_SPILL", "0", "flag", "0, 1, false, true, off, on",
+       "Make a global spill manager: device buffers move to pinned host memory when needed."},
+      {"GPUMEM_SPILL_ON_DEMAND", "1", "flag", "0, 1, false, true, off, on",
+       "The spill manager spills buffers when a device allocation runs out of memory."},
+      {"GPUMEM_SPILL_DEVICE_LIMIT", "(none)", "bytes", "a byte count, e.g. 8GiB",
+       "Soft limit on the device bytes of spillable buffers, kept by spilling."},
+      {"GPUMEM_SPILL_STATS", "0", "count", "0, 1, 2",
+       "Spill statistics: 0 none, 1 bytes and time spilled, 2 also every exposure."},
   };
   return rows;
 }
@@ -129,6 +137,15 @@ environment parse() {
   if (auto v = read("GPUMEM_LOG_LEVEL"))
     env.log_level =
         parse_choice("GPUMEM_LOG_LEVEL", *v, {"trace", "debug", "info", "warn", "error", "off"});
+  if (auto v = read("GPUMEM_SPILL")) env.spill = parse_flag("GPUMEM_SPILL", *v);
+  if (auto v = read("GPUMEM_SPILL_ON_DEMAND"); v && !v->empty())
+    env.spill_on_demand = parse_flag("GPUMEM_SPILL_ON_DEMAND", *v);
+  if (auto v = read("GPUMEM_SPILL_DEVICE_LIMIT"); v && !v->empty()) {
+    env.spill_device_limit = parse_bytes("GPUMEM_SPILL_DEVICE_LIMIT", *v);
+    env.spill_device_limit_set = true;
+  }
+  if (auto v = read("GPUMEM_SPILL_STATS"); v && !v->empty())
+    env.spill_stats = std::stoi(parse_choice("GPUMEM_SPILL_STATS", *v, {"0", "1", "2"}));
   return env;
 }
 

@@ -1,5 +1,7 @@
-// Internal: the out-of-memory policy shared by the managers — try, and on out_of_memory flush the
-// context's deferred frees (a no-op while deferred, as Numba), ask an optional hook, retry ONCE.
+// Internal: the out-of-memory policy shared by the managers — try, and on out_of_memory ask the
+// device's out-of-memory handlers (out_of_memory_handlers.hpp: the spill manager; first, because
+// what they release may land in the deferred queue), flush the context's deferred frees (a no-op
+// while deferred, as Numba), ask an optional hook, retry ONCE.
 // A request above max_allocation_bytes can never be served: its out_of_memory is passed on at once,
 // without flushing the queue or asking the hook (a pool would trim its caches for nothing).
 #pragma once
@@ -7,6 +9,7 @@
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
+#include <gpumem/manager/out_of_memory_handlers.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -25,6 +28,7 @@ auto allocate_with_retry(context& ctx, std::size_t bytes, Allocate&& allocate,
     return allocate();
   } catch (out_of_memory const&) {
     if (bytes > max_allocation_bytes) throw;
+    run_out_of_memory_handlers(ctx.device(), bytes);
     ctx.pending_deallocations().flush();
     if (on_out_of_memory) on_out_of_memory(bytes);
   }

@@ -15,13 +15,24 @@
 // that owner alive until its last handle goes. Zero bytes allocate nothing (get_ptr is null).
 //
 // Ownership: a buffer is a handle to a shared storage record (the allocation or the foreign
-// owner) plus an offset and a size. Copying the handle, and slice(), share the storage; copy() is
-// the deep copy. The memory is released when the last handle sharing the storage goes.
+// owner) plus an offset and a size. Copying the handle, and slice(), share the storage (for a
+// copy-on-write buffer: until a write, see below); copy() is the deep copy. The memory is released
+// when the last handle sharing the storage goes.
 //
 // Pointers: get_ptr(access) is the one way to the address, and callers say whether they read or
-// write. Today it only refuses a write through a const buffer; it is the seam where a spillable or
-// copy-on-write storage will bring memory back to the device, mark it exposed, or unshare it,
-// without changing callers. Do not keep a pointer longer than the buffer handle it came from.
+// write (a write through a const buffer is refused). For a plain buffer that is all it does. For a
+// spillable or copy-on-write buffer (buffer_options; docs/buffers.md) it also brings spilled bytes
+// back to the device, gives a writer its own copy when other shallow copies share the bytes, and:
+//   * inside a spill_lock scope on the calling thread (spill_lock.hpp), keeps the buffer on the
+//     device until the scope ends — the way code inside gpumem takes pointers;
+//   * outside one, EXPOSES the buffer: the pointer may live anywhere, so the buffer is never
+//     spilled again and its later shallow copies are deep. Exposure is one-way.
+// Do not keep a pointer longer than the buffer handle it came from (or the spill lock).
+//
+// Copy-on-write (buffer_options::copy_on_write): every handle is a slice of its owner. Copying the
+// handle, shallow_copy() and slice() make new slices that share the bytes; a write access through
+// a slice while any other slice of the owner lives first copies that slice's bytes into a new
+// owner (only its range), so the others keep what they saw. copy() is always deep.
 //
 // Transfers go through the array layer's copy routine. Without a stream they return when done;
 // with one they are asynchronous on it, and the buffers involved are kept alive until the stream
@@ -32,8 +43,10 @@
 // gpumem::logic_error naming the values.
 //
 // Thread safety: as std::shared_ptr. Distinct handles, even sharing storage, may be used and
-// destroyed on different threads at once; one handle must not be assigned while another thread
-// uses it. The bytes themselves are not synchronised: order reads and writes with streams.
+// destroyed on different threads at once; one handle must not be assigned, or written through
+// with get_ptr(access::write) (which may re-point a copy-on-write handle), while another thread
+// uses it. Spilling and unspilling are serialised per storage by its mutex. The bytes themselves
+// are not synchronised: order reads and writes with streams.
 #pragma once
 
 #include <gpumem/array/stream.hpp>
@@ -46,6 +59,8 @@
 
 namespace gpumem {
 
+class spill_manager;
+
 // Where a buffer's memory lives. Device memory is for kernels; pinned memory is page-locked host
 // memory (fast transfers, host access, no kernel access); managed memory is one address valid on
 // the host and the device.
@@ -54,6 +69,20 @@ char const* to_string(buffer_memory memory) noexcept;
 
 // Why a caller wants a buffer's pointer.
 enum class access { read, write };
+
+// How a buffer is made. The defaults give what buffer(bytes) always gave: device memory, handle
+// copies that share the bytes, and spilling only where a global spill manager is set
+// (GPUMEM_SPILL=on or set_global_spill_manager, spill_manager.hpp).
+struct buffer_options {
+  buffer_memory memory = buffer_memory::device;
+  // Shallow copies (handle copies, shallow_copy, slice) share the bytes until one is written.
+  bool copy_on_write = false;
+  // Device memory only: the spill manager that may move the bytes to host memory and back. Null:
+  // the global spill manager, if there is one for the current device.
+  spill_manager* spill = nullptr;
+  // false: never spillable, even with a global spill manager.
+  bool spillable = true;
+};
 
 namespace detail {
 class buffer_storage;
@@ -65,6 +94,15 @@ class buffer {
   buffer() noexcept;
   // `bytes` of uninitialised memory of kind `memory` from the current memory manager.
   explicit buffer(std::size_t bytes, buffer_memory memory = buffer_memory::device);
+  buffer(std::size_t bytes, buffer_options const& options);
+
+  // Copy-on-write handles register as slices of their owner; a copy of an exposed copy-on-write
+  // buffer is a deep copy. Moves never copy bytes.
+  buffer(buffer const& other);
+  buffer(buffer&& other) noexcept;
+  buffer& operator=(buffer const& other);
+  buffer& operator=(buffer&& other) noexcept;
+  ~buffer();
 
   // A new buffer holding a copy of [data, data + bytes). The first form returns when the copy is
   // done; the second is asynchronous on `s` (`data` must stay valid until `s` has passed it).
@@ -72,6 +110,9 @@ class buffer {
                           buffer_memory memory = buffer_memory::device);
   static buffer from_host(void const* data, std::size_t bytes, stream const& s,
                           buffer_memory memory = buffer_memory::device);
+  static buffer from_host(void const* data, std::size_t bytes, buffer_options const& options);
+  static buffer from_host(void const* data, std::size_t bytes, stream const& s,
+                          buffer_options const& options);
 
   // Views of existing memory; each keeps its owner alive. A memory_pointer is device memory
   // unless `memory` says managed.
@@ -89,9 +130,21 @@ class buffer {
   buffer_memory memory() const noexcept { return memory_; }
 
   // The address of the first byte (null for an empty buffer). On a const buffer only read access
-  // may be asked for: access::write is a logic_error.
-  void* get_ptr(access mode);
-  void const* get_ptr(access mode) const;
+  // may be asked for: access::write is a logic_error. See the file comment for what it does to a
+  // spillable or copy-on-write buffer; `file`/`line` name the caller in exposure statistics.
+  // Unspilling or unsharing may throw out_of_memory.
+  void* get_ptr(access mode, char const* file = __builtin_FILE(), int line = __builtin_LINE());
+  void const* get_ptr(access mode, char const* file = __builtin_FILE(),
+                      int line = __builtin_LINE()) const;
+
+  // Spilling state (false for buffers without a spill manager).
+  bool is_spillable() const noexcept;
+  bool is_spilled() const noexcept;
+  // True once a pointer of a spillable or copy-on-write buffer left a spill lock's control.
+  bool is_exposed() const noexcept;
+  bool is_copy_on_write() const noexcept;
+  // A shallow copy: the same as copying the handle (a new slice under copy-on-write).
+  buffer shallow_copy() const { return *this; }
 
   // [offset, offset + bytes) of this buffer as a view sharing its storage.
   buffer slice(std::size_t offset, std::size_t bytes) const;
@@ -119,11 +172,16 @@ class buffer {
  private:
   buffer(std::shared_ptr<detail::buffer_storage> storage, std::size_t offset, std::size_t size,
          buffer_memory memory) noexcept;
+  friend class spill_manager;
   static buffer allocate_from_host(void const* data, std::size_t bytes, stream const* s,
-                                   buffer_memory memory);
+                                   buffer_options const& options);
+  static buffer allocate_like(std::size_t bytes, detail::buffer_storage const& like);
   void copy_out(void* dst, std::size_t bytes, stream const* s) const;
   buffer copy_on(stream const* s) const;
   void const* address() const noexcept;
+  void* tracked_ptr(access mode, char const* file, int line) const;
+  void unshare();
+  void release() noexcept;
 
   std::shared_ptr<detail::buffer_storage> storage_;
   std::size_t offset_ = 0;

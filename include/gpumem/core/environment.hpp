@@ -40,6 +40,16 @@ struct environment {
   std::size_t string_heap_bytes_per_row = 128;
   // GPUMEM_LOG_LEVEL: trace, debug, info, warn, error, off.
   std::string log_level = "warn";
+  // GPUMEM_SPILL: a global spill manager makes device buffers spillable (buffer/spill_manager.hpp).
+  bool spill = false;
+  // GPUMEM_SPILL_ON_DEMAND: the spill manager spills when an allocation runs out (default: on).
+  bool spill_on_demand = true;
+  // GPUMEM_SPILL_DEVICE_LIMIT: a soft limit on spillable device bytes; 0 (or unset) means none
+  // unless spill_device_limit_set.
+  std::size_t spill_device_limit = 0;
+  bool spill_device_limit_set = false;
+  // GPUMEM_SPILL_STATS: statistics level 0, 1 or 2.
+  int spill_stats = 0;
 };
 
 // One row of the table, for documentation and `gpumem::describe_environment()`.
