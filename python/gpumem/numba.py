@@ -124,8 +124,12 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             return
         device = self.context.device.id
         _gpumem.reset(device)
-        # cuda.close() follows with a primary-context reset: drop gpumem's state of the device.
-        _gpumem.close(device)
+        # cuda.close() follows with a primary-context reset, which frees every allocation of the
+        # context: gpumem releases all it can now, while the context lives, and memory that live
+        # arrays still own is left to the reset (its later frees make no CUDA call). After a
+        # ctx.reset() alone, that memory stays valid but is never reused (Numba's own manager
+        # frees it outright).
+        _gpumem.close_for_device_reset(device)
         self._device = None
 
     @contextlib.contextmanager

@@ -334,6 +334,9 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
+  m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
+        "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
+        "still live is left to the reset; its later frees make no device call.");
 
   m.def(
       "replay_log",

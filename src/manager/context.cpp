@@ -153,14 +153,29 @@ void close() {
   doomed.clear();  // destroyed under the lock so no thread sees a half-closed table
 }
 
-void close(int device) {
+namespace {
+void close_one(int device, context_end why) {
   context_table& t = table();
   std::lock_guard<std::recursive_mutex> lock(t.mutex);
   auto it = t.contexts.find(device);
   if (it == t.contexts.end()) return;
   std::unique_ptr<context> doomed = std::move(it->second);
   t.contexts.erase(it);
-  doomed.reset();  // under the lock, as close()
+  detail::end_context(std::move(doomed), why);  // under the lock, as close()
+}
+}  // namespace
+
+void detail::end_context(std::unique_ptr<context> doomed, context_end why) noexcept {
+  if (doomed) doomed->ending_ = why;
+  doomed.reset();
+}
+
+void close(int device) {
+  close_one(device, context_end::retire);
+}
+
+void close_for_device_reset(int device) {
+  close_one(device, context_end::device_reset);
 }
 
 }  // namespace gpumem
