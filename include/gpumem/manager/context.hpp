@@ -23,8 +23,9 @@
 // Ownership: the process table owns the contexts; references stay valid until close(). The queues
 // are shared with the finalizers of outstanding pointers (so a late free still works).
 // Thread safety: current_context(), set_memory_manager() and close() are serialised by one
-// (recursive) mutex; close() must not race with threads still using the contexts it destroys.
-// The queues and the managers are thread safe themselves.
+// (recursive) mutex (looking up an existing context of devices 0-63 takes no lock); close() must
+// not race with threads still using the contexts it destroys. The queues and the managers are
+// thread safe themselves.
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
