@@ -12,8 +12,12 @@ per process) and reports the median over --reps repetitions of the time per oper
   cupy   cupy.cuda.alloc(4096)+drop: CuPy's MemoryPool, gpumem.cupy.malloc (pool)
   torch  torch.empty(4096 B)+del: PyTorch's caching allocator, gpumem.torch (pool)
   train  a small model trained with batch and sequence length changing every step: median step
-         time and peak reserved memory, for PyTorch's allocator (expandable segments off and on)
-         and gpumem's pool
+         time, peak reserved memory and peak allocated (live) memory, for PyTorch's allocator
+         (expandable segments off and on) and gpumem's pool (chunks, and expandable)
+
+For gpumem the cost is split (indented lines): numba, the extension's memalloc+drop and the
+pointer object around it; cupy, CuPy's look-ups, the extension's allocate+drop and CuPy's pointer
+objects; torch, gpumem_torch_alloc+free timed in C++ (the rest of torch.empty+del is PyTorch's).
 
 Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs.
 Record results in docs/benchmarks.md (date, device, command).
@@ -63,8 +67,21 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
     memalloc = per_op(lambda: ctx.memalloc(NBYTES), iters, reps)
     device_array = per_op(lambda: cuda.device_array(NBYTES, dtype="u1"), max(iters // 10, 100),
                           reps)
+    result = {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
+    if manager == "gpumem":
+        # The split: gpumem's C++ and nanobind part (the extension's memalloc + drop, frees through
+        # the deferred queue), and the Python wrapper (the MemoryPointer subclass) around it.
+        from gpumem import _gpumem
+        from gpumem.numba import _GpumemPointer
+
+        dev = ctx.device.id
+        result["  of which _gpumem.memalloc+drop ns"] = per_op(
+            lambda: _gpumem.memalloc(NBYTES, dev), iters, reps)
+        held = _gpumem.memalloc(NBYTES, dev)
+        result["  of which pointer object+drop ns"] = per_op(
+            lambda: _GpumemPointer(ctx, held, NBYTES), iters, reps)
     cuda.synchronize()
-    return {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
+    return result
 
 
 def case_cupy(allocator: str, iters: int, reps: int) -> dict:
@@ -79,7 +96,25 @@ def case_cupy(allocator: str, iters: int, reps: int) -> dict:
     else:
         cupy.cuda.set_allocator(cupy.cuda.MemoryPool().malloc)
     ns = per_op(lambda: cupy.cuda.alloc(NBYTES), iters, reps)
-    return {"alloc+drop ns": ns}
+    result = {"alloc+drop ns": ns}
+    if allocator == "gpumem":
+        # The split of gpumem.cupy.malloc: its CuPy look-ups, the extension's stream-ordered
+        # allocate + drop, and the CuPy pointer objects around it.
+        from cupy.cuda import memory, runtime
+
+        from gpumem import _gpumem
+
+        dev = runtime.getDevice()
+        result["  of which getDevice ns"] = per_op(runtime.getDevice, iters, reps)
+        result["  of which get_current_stream().ptr ns"] = per_op(
+            lambda: cupy.cuda.get_current_stream().ptr, iters, reps)
+        result["  of which _gpumem.allocate+drop ns"] = per_op(
+            lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
+        held = _gpumem.allocate(NBYTES, 0, dev)
+        result["  of which MemoryPointer(UnownedMemory)+drop ns"] = per_op(
+            lambda: memory.MemoryPointer(memory.UnownedMemory(held.ptr, NBYTES, held, dev), 0),
+            iters, reps)
+    return result
 
 
 def case_torch(allocator: str, iters: int, reps: int) -> dict:
@@ -92,7 +127,15 @@ def case_torch(allocator: str, iters: int, reps: int) -> dict:
         gpumem.set_memory_manager("pool", 0)
         gpumem.torch.use()
     ns = per_op(lambda: torch.empty(NBYTES, dtype=torch.uint8, device="cuda"), iters, reps)
-    return {"empty+del ns": ns}
+    result = {"empty+del ns": ns}
+    if allocator == "gpumem":
+        # The split: gpumem_torch_alloc + gpumem_torch_free timed in C++ (no Python), so the rest
+        # of torch.empty+del is PyTorch's own path, its pluggable wrapper included.
+        from gpumem import _gpumem
+
+        result["  of which gpumem C alloc+free ns"] = statistics.median(
+            _gpumem._time_torch_pair(iters, NBYTES, 0, 0) for _ in range(reps))
+    return result
 
 
 def case_train(allocator: str, steps: int, reps: int) -> dict:
@@ -103,12 +146,11 @@ def case_train(allocator: str, steps: int, reps: int) -> dict:
     import torch
 
     held = None
-    if allocator == "gpumem":
+    if allocator.startswith("gpumem"):
         import gpumem
         import gpumem.torch
 
-        gpumem.set_memory_manager("pool", 0)
-        gpumem.torch.use()
+        gpumem.torch.use(pool_options={"expandable": allocator == "gpumem-expandable"})
         held = lambda: gpumem.statistics(0).held_bytes  # noqa: E731
     random.seed(0)
     torch.manual_seed(0)
@@ -131,16 +173,23 @@ def case_train(allocator: str, steps: int, reps: int) -> dict:
         if held is not None:
             peak_held = max(peak_held, held())
         del x, loss
-    reserved = peak_held if held is not None else torch.cuda.max_memory_reserved()
+    if held is not None:
+        reserved, live = peak_held, gpumem.statistics(0).peak_bytes
+    else:
+        reserved, live = torch.cuda.max_memory_reserved(), torch.cuda.max_memory_allocated()
+    # Live is what the loop itself needs at its peak (tensors allocated and not yet freed): no
+    # allocator can reserve less, so reserved / live says how much of the goal is reachable.
     return {"step ms (median)": 1e3 * statistics.median(times[steps // 10:]),
-            "peak reserved MiB": reserved / (1 << 20)}
+            "peak reserved MiB": reserved / (1 << 20),
+            "peak allocated (live) MiB": live / (1 << 20),
+            "reserved/live": reserved / live if live else 0.0}
 
 
 CASES = {
     "numba": (case_numba, ["default", "gpumem", "rmm"], {"rmm": "rmm"}),
     "cupy": (case_cupy, ["MemoryPool", "gpumem"], {}),
     "torch": (case_torch, ["pytorch", "gpumem"], {}),
-    "train": (case_train, ["pytorch", "expandable", "gpumem"], {}),
+    "train": (case_train, ["pytorch", "expandable", "gpumem", "gpumem-expandable"], {}),
 }
 FRAMEWORK = {"numba": "numba", "cupy": "cupy", "torch": "torch", "train": "torch"}
 
@@ -195,8 +244,12 @@ def main() -> int:
                 print(f"{case} / {variant}: FAILED\n{out.stderr.strip()[-2000:]}")
                 continue
             result = json.loads(out.stdout.strip().splitlines()[-1])
-            cells = "  ".join(f"{k} {v:,.1f}" for k, v in result.items())
-            print(f"{case:6} {variant:11} {cells}")
+            main_cells = {k: v for k, v in result.items() if not k.startswith("  ")}
+            cells = "  ".join(f"{k} {v:,.2f}" for k, v in main_cells.items())
+            print(f"{case:6} {variant:17} {cells}")
+            for k, v in result.items():  # the split of the cost, one line each
+                if k.startswith("  "):
+                    print(f"{'':6} {'':17} {k.strip()} {v:,.1f}")
     return 0
 
 

@@ -35,6 +35,7 @@ from ._gpumem import Allocation, HostAllocation
 __all__ = [
     "Allocation", "HostAllocation", "MemoryStatistics", "CudaError", "GpumemError",
     "InvalidArgumentError", "NotSupportedError", "OutOfMemoryError", "allocate", "close",
+    "close_for_device_reset",
     "current_device", "defer_cleanup", "device_count", "flush", "get_ipc_handle", "manager_name",
     "memalloc", "memhostalloc", "memory_info", "release_stream", "replay_log", "reset",
     "reset_memory_managers", "set_memory_manager", "statistics",
@@ -165,6 +166,13 @@ def close(device: Optional[int] = None) -> None:
     """Destroys gpumem's context of ``device`` (all when None), flushing its queues; the next use
     makes a new one. Live memory stays valid and is freed by its owner."""
     _gpumem.close(device)
+
+
+def close_for_device_reset(device: int) -> None:
+    """close(device) before the device's CUDA context is reset under gpumem (Numba's
+    cuda.close()): everything releasable goes now; memory still live is left to the reset (its
+    later frees make no CUDA call) and, if no reset follows, stays valid but is never reused."""
+    _gpumem.close_for_device_reset(device)
 
 
 def replay_log(path: str, target: str = "pool", *, honour_streams: bool = True,

@@ -27,6 +27,7 @@ This module imports numba when imported itself; ``import gpumem`` does not.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from typing import Iterator
 
@@ -55,21 +56,25 @@ class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
 
 
 class _GpumemPointer(_cuda.MemoryPointer):
-    """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object)."""
+    """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object).
+
+    ``device_pointer`` and ``handle`` (a cuda.bindings CUdeviceptr, about 200 ns to make) are made
+    on first use and then kept as plain attributes: an array that never reaches a kernel or a copy
+    does not pay for them."""
 
     __cuda_memory__ = True
 
     def __init__(self, context, allocation, size: int) -> None:  # no super().__init__: no finalizer
-        pointer = _binding.CUdeviceptr(allocation.ptr)
-        self.context = context
-        self.device_pointer = pointer
-        self.size = size
-        self._cuda_memsize_ = size
-        self.is_managed = False
-        self.refct = 1
-        self.handle = pointer
-        self._owner = None
-        self._allocation = allocation
+        self.__dict__.update(context=context, size=size, _cuda_memsize_=size, is_managed=False,
+                             refct=1, _owner=None, _allocation=allocation)
+
+    @functools.cached_property
+    def device_pointer(self):
+        return _binding.CUdeviceptr(self._allocation.ptr)
+
+    @functools.cached_property
+    def handle(self):
+        return self.device_pointer
 
 
 class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManager):
@@ -124,8 +129,12 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             return
         device = self.context.device.id
         _gpumem.reset(device)
-        # cuda.close() follows with a primary-context reset: drop gpumem's state of the device.
-        _gpumem.close(device)
+        # cuda.close() follows with a primary-context reset, which frees every allocation of the
+        # context: gpumem releases all it can now, while the context lives, and memory that live
+        # arrays still own is left to the reset (its later frees make no CUDA call). After a
+        # ctx.reset() alone, that memory stays valid but is never reused (Numba's own manager
+        # frees it outright).
+        _gpumem.close_for_device_reset(device)
         self._device = None
 
     @contextlib.contextmanager

@@ -23,7 +23,7 @@ from typing import Optional
 
 import torch as _torch
 
-from . import _gpumem, statistics
+from . import _gpumem, set_memory_manager, statistics
 
 __all__ = ["allocator", "use", "memory_stats", "live_allocations"]
 
@@ -39,10 +39,16 @@ def allocator():
     return _allocator
 
 
-def use() -> None:
+def use(pool_options: Optional[dict] = None) -> None:
     """Makes gpumem PyTorch's CUDA allocator. Raises RuntimeError if PyTorch's own allocator has
     already served memory (it cannot be swapped then): call this first thing, before any CUDA
-    tensor is made (or use torch.cuda.MemPool(gpumem.torch.allocator().allocator()) for a scope)."""
+    tensor is made (or use torch.cuda.MemPool(gpumem.torch.allocator().allocator()) for a scope).
+
+    ``pool_options`` (a dict of gpumem.set_memory_manager's pool keywords, e.g.
+    ``{"expandable": True}``): every device gets gpumem's pool with them first. None keeps the
+    manager already chosen (gpumem.set_memory_manager or GPUMEM_MEMORY_MANAGER)."""
+    if pool_options is not None:
+        set_memory_manager("pool", None, **pool_options)
     try:
         _torch.cuda.memory.change_current_allocator(allocator())
     except RuntimeError as error:

@@ -4,6 +4,7 @@
 // the Python exceptions of gpumem/_errors.py with their fields. The Python modules around it
 // (gpumem/*.py) hold the framework bridges. Allocation paths keep the GIL (they never block on the
 // device, and releasing it costs more than they do).
+#include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/cleanup_guard.hpp>
 #include <gpumem/manager/context.hpp>
@@ -18,6 +19,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -334,6 +336,25 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
+  m.def(
+      "_time_torch_pair",
+      [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
+        // The C side of the PyTorch bridge alone: nanoseconds per gpumem_torch_alloc + free
+        // (bench/python_alloc.py splits torch.empty's cost with it).
+        void* const s = reinterpret_cast<void*>(stream);  // NOLINT: handles cross as integers
+        auto const start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < iters; ++i) {
+          void* const p = gpumem_torch_alloc(bytes, device, s);
+          gpumem_torch_free(p, bytes, device, s);
+        }
+        std::chrono::duration<double, std::nano> const took =
+            std::chrono::steady_clock::now() - start;
+        return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
+      },
+      "iters"_a, "bytes"_a, "device"_a, "stream"_a = 0);
+  m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
+        "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
+        "still live is left to the reset; its later frees make no device call.");
 
   m.def(
       "replay_log",

@@ -5,6 +5,7 @@
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -38,6 +39,18 @@ struct context_table {
 context_table& table() {
   static context_table* const instance = new context_table();
   return *instance;
+}
+
+// get_context's fast path: the contexts of the first devices, read without the table's mutex
+// (every allocation of the Python bridges looks its context up). Written under the mutex when a
+// context is created or destroyed; the thread rule of close() (no thread may still use a context it
+// destroys) is what makes a lock-free read of a pointer being cleared harmless.
+constexpr int fast_devices = 64;
+std::atomic<context*> fast_contexts[fast_devices] = {};
+
+void publish(int device, context* ctx) noexcept {
+  if (device >= 0 && device < fast_devices)
+    fast_contexts[device].store(ctx, std::memory_order_release);
 }
 
 memory_manager_factory factory_locked(context_table& t) {
@@ -97,6 +110,8 @@ gpumem::memory_manager& context::memory_manager() const {
 }
 
 context& get_context(int device) {
+  if (device >= 0 && device < fast_devices)
+    if (context* const known = fast_contexts[device].load(std::memory_order_acquire)) return *known;
   context_table& t = table();
   std::lock_guard<std::recursive_mutex> lock(t.mutex);
   auto it = t.contexts.find(device);
@@ -110,6 +125,7 @@ context& get_context(int device) {
   auto created = std::make_unique<context>(device, factory_locked(t));
   context& result = *created;
   t.contexts.emplace(device, std::move(created));
+  publish(device, &result);
   return result;
 }
 
@@ -150,17 +166,35 @@ void close() {
   std::lock_guard<std::recursive_mutex> lock(t.mutex);
   std::map<int, std::unique_ptr<context>> doomed;
   doomed.swap(t.contexts);
+  for (auto const& entry : doomed)
+    publish(entry.first, nullptr);
   doomed.clear();  // destroyed under the lock so no thread sees a half-closed table
 }
 
-void close(int device) {
+namespace {
+void close_one(int device, context_end why) {
   context_table& t = table();
   std::lock_guard<std::recursive_mutex> lock(t.mutex);
   auto it = t.contexts.find(device);
   if (it == t.contexts.end()) return;
   std::unique_ptr<context> doomed = std::move(it->second);
   t.contexts.erase(it);
-  doomed.reset();  // under the lock, as close()
+  publish(device, nullptr);
+  detail::end_context(std::move(doomed), why);  // under the lock, as close()
+}
+}  // namespace
+
+void detail::end_context(std::unique_ptr<context> doomed, context_end why) noexcept {
+  if (doomed) doomed->ending_ = why;
+  doomed.reset();
+}
+
+void close(int device) {
+  close_one(device, context_end::retire);
+}
+
+void close_for_device_reset(int device) {
+  close_one(device, context_end::device_reset);
 }
 
 }  // namespace gpumem

@@ -1,4 +1,4 @@
-#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/manager/context.hpp>
 #include <gpumem/manager/pool_manager_hooks.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -14,12 +14,13 @@ resource_memory_manager::hooks pool_manager_hooks(pool_resource& pool) {
     return true;
   };
   hooks.on_reset = [raw] { raw->trim(); };
-  // close(device): after one device synchronisation every stream is idle, so trim makes all freed
-  // memory free and gives back every chunk without a live block, while the device's CUDA context
-  // is alive (Numba's cuda.close() resets it next).
-  hooks.on_close = [raw] {
-    backend().synchronize();
-    raw->trim();
+  // close(device): the pool closes while the device's CUDA context is alive (it waits for the
+  // device, gives back every chunk without a live block, destroys its events and stream). Chunks
+  // still in use go when the pool does, unless the context is about to be reset (Numba's
+  // cuda.close()), which frees them: then they are never given back by address.
+  hooks.on_close = [raw](context_end why) {
+    raw->close(why == context_end::device_reset ? pool_live_chunks::abandon
+                                                : pool_live_chunks::give_back_at_destruction);
   };
   hooks.on_release_stream = [raw](stream_handle stream) { raw->release_stream(stream); };
   hooks.held_bytes = [raw] { return raw->statistics().held_bytes; };

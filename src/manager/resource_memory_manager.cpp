@@ -33,8 +33,10 @@ auto counted_release(std::shared_ptr<memory_resource> resource,
                      int device, stream_handle stream) {
   return
       [resource = std::move(resource), counters = std::move(counters), ptr, bytes, device, stream] {
-        detail::scoped_device d(device);
-        resource->deallocate(ptr, bytes, stream);
+        if (!counters->device_reset.load(std::memory_order_relaxed)) {
+          detail::scoped_device d(device);
+          resource->deallocate(ptr, bytes, stream);
+        }
         counters->on_free(bytes);
       };
 }
@@ -64,10 +66,17 @@ resource_memory_manager::resource_memory_manager(context& owner,
 }
 
 resource_memory_manager::~resource_memory_manager() {
+  context_end const why = owning_context().ending();
+  if (why == context_end::device_reset) {
+    // Late frees (the queue is closed: they run at once) skip the resource, and so need no
+    // device synchronisation before them either.
+    counters_->device_reset.store(true);
+    owning_context().pending_deallocations().set_release_barrier({});
+  }
   if (!hooks_.on_close) return;
   try {
     detail::scoped_device on_device(owning_context().device());
-    hooks_.on_close();
+    hooks_.on_close(why);
   } catch (std::exception const& e) {
     log(log_level::warn, name_ + ": releasing memory at close failed: " + e.what());
   }

@@ -449,6 +449,66 @@ std::size_t pool_state::trim() {
   return trimmed;
 }
 
+// close(): everything the pool can release goes while the device's context is alive; nothing of
+// the pool touches the device afterwards but the destructor's chunk give-back (give_back mode).
+void pool_state::close(pool_live_chunks live) {
+  if (is_closed()) return;
+  bool used = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    used = !chunks_.empty() || !streams_.empty() || !spare_events_.empty() ||
+           growth_stream_ != nullptr || !caches_.empty();
+  }
+  if (!used) {  // never touched the device (set_memory_manager's probe): nothing to wait for
+    closed_.store(live == pool_live_chunks::abandon ? closed_state::abandon
+                                                    : closed_state::give_back_at_destruction,
+                  std::memory_order_relaxed);
+    return;
+  }
+  scoped_device const on_device(backend_, device_);
+  try {
+    backend_.synchronize();  // every stream idle: every fence complete, every freed block idle
+    ++synchronizations_;
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": close: synchronize failed: " + e.what());
+  }
+  flush_request_.fetch_add(1, std::memory_order_relaxed);
+  flush_calling_thread();
+  {
+    std::lock_guard<std::mutex> registry(pool_registry_mutex());
+    // Other threads' caches are not used again: their blocks stay where they are (their chunks
+    // go at destruction) and their thread's exit no longer hands them back.
+    for (auto& cache : caches_)
+      cache->pool.store(nullptr);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : streams_) {
+    pool_stream& s = *entry.second;
+    drain_class_lists_locked(s);
+    complete_all_fences_locked(s, cut_epoch_locked(s));
+  }
+  trim_locked();
+  for (event_handle event : spare_events_) {
+    try {
+      backend_.destroy_event(event);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": close: destroying an event failed: " + e.what());
+    }
+  }
+  spare_events_.clear();
+  if (growth_stream_ != nullptr) {
+    try {
+      backend_.destroy_stream(growth_stream_);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": close: destroying its stream failed: " + e.what());
+    }
+    growth_stream_ = nullptr;
+  }
+  closed_.store(live == pool_live_chunks::abandon ? closed_state::abandon
+                                                  : closed_state::give_back_at_destruction,
+                std::memory_order_relaxed);
+}
+
 void pool_state::release_stream(stream_handle stream) {
   flush_calling_thread();
   {

@@ -38,6 +38,10 @@ void pool_resource::release_stream(stream_handle stream) {
   state_->release_stream(stream);
 }
 
+void pool_resource::close(pool_live_chunks live) {
+  state_->close(live);
+}
+
 pool_options const& pool_resource::options() const noexcept {
   return state_->options();
 }
@@ -48,6 +52,8 @@ memory_resource& pool_resource::upstream() const noexcept {
 
 void* pool_resource::do_allocate(std::size_t bytes, stream_handle stream) {
   if (bytes == 0) return nullptr;
+  GPUMEM_EXPECTS(!state_->is_closed(), name() + ": allocate(" + std::to_string(bytes) +
+                                           ") after close(): the pool no longer uses its device");
   // Refused here, before any rounding inside the pool (to 256 bytes, to a size class, to the growth
   // granularity) could wrap it to a small size and hand out memory that overlaps live blocks.
   if (bytes > max_allocation_bytes) {

@@ -73,6 +73,10 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
 }
 
 pool_state::~pool_state() {
+  if (is_closed()) {
+    destroy_closed();
+    return;
+  }
   std::optional<scoped_device> on_device;
   try {
     on_device.emplace(backend_, device_);
@@ -124,6 +128,36 @@ pool_state::~pool_state() {
       backend_.destroy_stream(growth_stream_);
     } catch (...) {
     }
+  }
+}
+
+// The destructor of a closed pool: close() left no event, stream or idle chunk, and no cache
+// refers to the pool. The chunks left held live blocks at close().
+void pool_state::destroy_closed() noexcept {
+  std::size_t bytes = 0;
+  for (auto const& entry : chunks_)
+    bytes += entry.second.size;
+  if (closed_.load(std::memory_order_relaxed) == closed_state::abandon) {
+    // The device's context was reset after close(): its memory went with it. No device call; the
+    // range's bookkeeping is leaked with it (unmapping would name the dead context's handles).
+    if (bytes > 0)
+      log(log_level::info, name() + ": " + format_bytes(bytes) + " in " +
+                               std::to_string(chunks_.size()) +
+                               " chunk(s) still in use at close() were left to the device "
+                               "context's reset, not given back");
+    (void)vrange_.release();
+    return;
+  }
+  try {
+    scoped_device const on_device(backend_, device_);
+    for (auto& entry : chunks_)
+      if (!entry.second.mapped)
+        upstream_.deallocate(reinterpret_cast<void*>(entry.second.base), entry.second.size,
+                             nullptr);
+    vrange_.reset();
+  } catch (std::exception const& e) {
+    log(log_level::error,
+        name() + ": giving back " + format_bytes(bytes) + " after close() failed: " + e.what());
   }
 }
 

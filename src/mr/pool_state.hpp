@@ -315,6 +315,12 @@ class pool_state {
   void check_invariants() const;
   std::size_t trim();
   void release_stream(stream_handle stream);
+  void close(pool_live_chunks live);
+  // The destructor after close().
+  void destroy_closed() noexcept;
+  bool is_closed() const noexcept {
+    return closed_.load(std::memory_order_relaxed) != closed_state::open;
+  }
   memory_info memory_info_snapshot() const;
 
   std::uint64_t id() const noexcept { return id_; }
@@ -454,6 +460,11 @@ class pool_state {
   stream_handle growth_stream_ = nullptr;  // the pool's own (grow), made on first use
   bool has_per_thread_handle_ = false;
   std::atomic<std::uint64_t> flush_request_{0};
+  // close(): open until then; afterwards frees only count (closed_frees_) and the destructor
+  // gives back or abandons the chunks left.
+  enum class closed_state : unsigned char { open, give_back_at_destruction, abandon };
+  std::atomic<closed_state> closed_{closed_state::open};
+  std::atomic<std::uint64_t> closed_frees_{0};
 
   // On its own cache line: every allocate/deallocate of every thread reads the fields above (id,
   // options, flush_request_), and a lock word on the same line would turn each refill or overflow

@@ -221,6 +221,12 @@ void* pool_state::allocate(std::size_t bytes, stream_handle stream) {
 
 void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {
   if (ptr == nullptr) return;
+  if (closed_.load(std::memory_order_relaxed) != closed_state::open) {
+    // After close(): the block's chunk goes as close() said, at destruction; the stream (maybe
+    // destroyed, like the context) is never named.
+    closed_frees_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   bool const cached = bytes <= options_.max_cached_size;
   std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
   if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;

@@ -3,6 +3,7 @@
 // (Numba's count and ratio limits, held by defer_cleanup), and each flush makes exactly one device
 // synchronisation before returning the batch to the resource. A free after close() is harmless.
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
@@ -221,6 +222,128 @@ TEST(resource_manager_close, close_gives_back_the_pools_free_chunks_before_a_con
   device.counter->dead = true;  // the CUDA context was reset under gpumem
   EXPECT_NO_THROW(kept = memory_pointer());
   device.counter->dead = false;
+  set_memory_manager({});
+  close();
+}
+
+// A host device that counts every call gpumem makes on device memory, streams and events once
+// `dead` is set: a CUDA context reset under gpumem, whose objects must not be touched again.
+class dead_context_backend final : public test::recycling_backend {
+ public:
+  using recycling_backend::recycling_backend;
+  void deallocate(void* ptr) override {
+    touch();
+    inner_.deallocate(ptr);
+  }
+  void destroy_event(event_handle event) override {
+    touch();
+    inner_.destroy_event(event);
+  }
+  void destroy_stream(stream_handle stream) override {
+    touch();
+    inner_.destroy_stream(stream);
+  }
+  void record_event(event_handle event, stream_handle stream) override {
+    touch();
+    inner_.record_event(event, stream);
+  }
+  bool query_event(event_handle event) override {
+    touch();
+    return inner_.query_event(event);
+  }
+  bool query_stream(stream_handle stream) override {
+    touch();
+    return inner_.query_stream(stream);
+  }
+  void synchronize_stream(stream_handle stream) override {
+    touch();
+    inner_.synchronize_stream(stream);
+  }
+  void synchronize() override {
+    touch();
+    inner_.synchronize();
+  }
+  std::uint64_t stream_id(stream_handle stream) override {
+    touch();
+    return recycling_backend::stream_id(stream);
+  }
+  std::atomic<bool> dead{false};
+  std::atomic<int> calls_after_death{0};
+
+ private:
+  void touch() {
+    if (dead.load()) calls_after_death.fetch_add(1);
+  }
+};
+
+struct dead_context_device {
+  explicit dead_context_device(std::size_t capacity)
+      : inner(make_host_backend(host_backend_options{capacity})),
+        counter(new dead_context_backend(*inner)),
+        installed(std::unique_ptr<device_backend>(counter)) {}
+  std::unique_ptr<device_backend> inner;
+  dead_context_backend* counter;  // owned by `installed`
+  test::scoped_backend installed;
+};
+
+// Numba's cuda.close(): close_for_device_reset(device), then the CUDA context is reset. Memory
+// still owned by live objects (small and large blocks, EMM and stream-ordered, on a stream that
+// has fences) is dropped afterwards without any call on the dead context's memory, streams or
+// events, with at most one log line and no error.
+TEST(resource_manager_close, after_a_device_reset_late_frees_make_no_device_call) {
+  dead_context_device device(256 * MiB);
+  std::size_t const free_at_start = device.inner->get_memory_info().free;
+  set_memory_manager(load_memory_manager("pool"));
+  stream_handle const stream = backend().create_stream(true);
+  memory_manager& m = get_context(0).memory_manager();
+  std::vector<memory_pointer> kept;
+  kept.push_back(m.memalloc(80));
+  kept.push_back(m.memalloc(8 * MiB));
+  kept.push_back(m.allocate(KiB, stream));
+  kept.push_back(m.allocate(6 * MiB, stream));
+  for (int i = 0; i < 64; ++i)  // frees on the stream: blocks it parks, fences
+    memory_pointer churn = m.allocate(MiB, stream);
+  {
+    memory_pointer queued = m.memalloc(40 * MiB);  // freed through the queue at close
+  }
+  std::vector<std::string> lines;
+  auto previous =
+      set_log_sink([&lines](log_level, std::string_view message) { lines.emplace_back(message); });
+  close_for_device_reset(0);
+  EXPECT_LT(device.inner->get_memory_info().free, free_at_start) << "the live blocks' chunks";
+  std::size_t const free_after_close = device.inner->get_memory_info().free;
+  device.counter->dead = true;  // cuDevicePrimaryCtxReset
+  EXPECT_NO_THROW(kept.clear());
+  device.counter->dead = false;
+  set_log_sink(std::move(previous));
+  EXPECT_EQ(device.counter->calls_after_death.load(), 0) << "a late free touched the dead context";
+  EXPECT_LE(lines.size(), 1U) << (lines.empty() ? std::string() : lines.front());
+  EXPECT_EQ(device.inner->get_memory_info().free, free_after_close)
+      << "memory of the reset context was given back by address";
+  backend().destroy_stream(stream);
+  set_memory_manager({});
+  close();
+}
+
+// close(device) while the CUDA context lives on (a manager replaced): the pool gives back at once
+// what it can, and the chunks of blocks still live when the last of them goes; none of those
+// frees names its stream (which the caller may have destroyed after its last use).
+TEST(resource_manager_close, after_a_retiring_close_live_chunks_go_back_with_the_last_block) {
+  dead_context_device device(256 * MiB);
+  std::size_t const free_at_start = device.inner->get_memory_info().free;
+  set_memory_manager(load_memory_manager("pool"));
+  stream_handle const stream = backend().create_stream(true);
+  memory_manager& m = get_context(0).memory_manager();
+  memory_pointer small = m.allocate(KiB, stream);
+  memory_pointer large = m.memalloc(8 * MiB);
+  { memory_pointer queued = m.memalloc(40 * MiB); }
+  close(0);
+  EXPECT_LT(device.inner->get_memory_info().free, free_at_start);
+  small = memory_pointer();
+  backend().destroy_stream(stream);  // after its last free, before the pool goes
+  EXPECT_LT(device.inner->get_memory_info().free, free_at_start);
+  large = memory_pointer();  // the pool goes with its last block
+  EXPECT_EQ(device.inner->get_memory_info().free, free_at_start);
   set_memory_manager({});
   close();
 }

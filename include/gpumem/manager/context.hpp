@@ -23,8 +23,9 @@
 // Ownership: the process table owns the contexts; references stay valid until close(). The queues
 // are shared with the finalizers of outstanding pointers (so a late free still works).
 // Thread safety: current_context(), set_memory_manager() and close() are serialised by one
-// (recursive) mutex; close() must not race with threads still using the contexts it destroys.
-// The queues and the managers are thread safe themselves.
+// (recursive) mutex (looking up an existing context of devices 0-63 takes no lock); close() must
+// not race with threads still using the contexts it destroys. The queues and the managers are
+// thread safe themselves.
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
@@ -35,6 +36,17 @@
 #include <string>
 
 namespace gpumem {
+
+// Why a context ends (see close(device) and close_for_device_reset(device)): its manager is
+// retired while the device's CUDA context lives on, or that CUDA context is about to be reset
+// under gpumem, which frees every allocation in it.
+enum class context_end { retire, device_reset };
+
+class context;
+namespace detail {
+// Destroys a context that has left the process table, telling its manager why (context.cpp).
+void end_context(std::unique_ptr<context> doomed, context_end why) noexcept;
+}  // namespace detail
 
 class context {
  public:
@@ -66,17 +78,22 @@ class context {
   std::shared_ptr<gpumem::pending_deallocations> shared_pending_resource_releases() const noexcept {
     return resource_releases_;
   }
+  // How this context is ending: read by the manager's destructor (retire until a close says
+  // otherwise).
+  context_end ending() const noexcept { return ending_; }
 
  private:
   struct probe_tag {};
   context(int device, probe_tag);
   friend void check_memory_manager_version(memory_manager_factory const& factory,
                                            std::string const& what);
+  friend void detail::end_context(std::unique_ptr<context> doomed, context_end why) noexcept;
 
   int device_;
   std::shared_ptr<gpumem::pending_deallocations> deallocations_;
   std::shared_ptr<gpumem::pending_deallocations> resource_releases_;
   std::unique_ptr<gpumem::memory_manager> manager_;
+  context_end ending_ = context_end::retire;
 };
 
 // The context of the calling thread's current device; created on first use.
@@ -98,6 +115,15 @@ void close();
 // own finalizers; a free into a destroyed CUDA context is logged, never thrown. Same thread rule
 // as close(): no other thread may still use that context object.
 void close(int device);
+// close(device) for a device whose CUDA context is about to be reset under gpumem (Numba's
+// cuda.close(): the EMM plugin's reset(), then cuDevicePrimaryCtxReset). Everything the manager
+// can release goes at once, while the context lives (the queue is flushed; a pool gives back every
+// chunk without a live block and destroys its events and streams). Memory still live is left to
+// the reset: its later frees make no device call at all (the reset frees it, and a free by address
+// afterwards could free memory of the next context at a reused address). If the context is NOT
+// reset after all (Numba's ctx.reset() alone), that memory stays valid and is never reused or
+// given back: leaked until the process ends. Same thread rule as close().
+void close_for_device_reset(int device);
 
 // Checks a manager's interface version: constructs one on a detached probe context and throws
 // logic_error "memory manager <what>: interface version mismatch: expected 1, got N" if it

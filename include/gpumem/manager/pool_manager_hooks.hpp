@@ -11,7 +11,9 @@
 // on_out_of_memory and on_reset trim the pool (its empty chunks go back to the device: on
 // out-of-memory the pool has already drained its caches and waited for pending frees, so the
 // chunks are what is left to give); on_release_stream is the pool's release_stream; held_bytes is
-// its statistics' held bytes.
+// its statistics' held bytes; on_close closes the pool (pool_resource::close: while the device's
+// context lives, everything releasable goes; chunks still in use are abandoned when the context
+// ends with context_end::device_reset, given back when the pool goes otherwise).
 //
 // Ownership: the hooks refer to the pool without owning it: it must outlive them, as it does when
 // the manager they are given to owns the pool (directly or through adaptors). Thread safety: the

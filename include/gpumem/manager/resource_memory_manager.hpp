@@ -14,7 +14,8 @@
 // ONE device synchronisation, then returns the whole batch to the resource on the null stream.
 // That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
 // call: see the comment above memalloc in resource_memory_manager.cpp. A free after the context
-// is closed runs at once (after the barrier); failures there are logged, never thrown.
+// is closed runs at once (after the barrier); failures there are logged, never thrown. After
+// close_for_device_reset(device) (context.hpp) a late free only uncounts its block.
 // Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
@@ -30,6 +31,7 @@
 // adds no state beyond the hooks, which are set at construction).
 #pragma once
 
+#include <gpumem/manager/context.hpp>
 #include <gpumem/manager/host_only_memory_manager.hpp>
 #include <gpumem/manager/ipc_mixin.hpp>
 #include <gpumem/mr/memory_resource.hpp>
@@ -56,10 +58,12 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
     // Called by release_stream(stream) (a pool's release_stream).
     std::function<void(stream_handle)> on_release_stream;
     // Called by the destructor (the context's close, after its queue was flushed), with the
-    // device current: release what can be released while the device's CUDA context is alive (a
-    // pool waits for the device and gives back every chunk not holding a live block). Memory
-    // still live is freed later by its owners' finalizers, possibly after that context was reset.
-    std::function<void()> on_close;
+    // device current and the reason the context ends: release what can be released while the
+    // device's CUDA context is alive (a pool closes: it waits for the device, gives back every
+    // chunk not holding a live block and destroys its events and streams). Memory still live is
+    // freed later by its owners' finalizers; after context_end::device_reset those make no device
+    // call at all (the manager skips the resource's deallocate; the reset frees the memory).
+    std::function<void(context_end)> on_close;
     // The bytes the resource holds from the device, for get_memory_statistics(); without it
     // held_bytes is bytes_in_use.
     std::function<std::size_t()> held_bytes;

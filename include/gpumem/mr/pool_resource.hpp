@@ -70,6 +70,16 @@ struct pool_options {
   device_backend* backend = nullptr;
 };
 
+// What pool_resource::close() does with the chunks that still hold live blocks.
+enum class pool_live_chunks {
+  // Given back to the upstream when the pool is destroyed (after the last live block is freed):
+  // the device's context lives on (a manager replaced by another).
+  give_back_at_destruction,
+  // Never given back: the device's context is about to be reset, which frees them; giving them
+  // back by address afterwards could free memory of the next context at a reused address.
+  abandon,
+};
+
 // A snapshot of a pool. Exact when no other thread is using the pool; otherwise the per-thread
 // counters may lag by the operations in flight.
 struct pool_statistics {
@@ -207,6 +217,14 @@ class pool_resource final : public memory_resource {
   // it later: such a free synchronises the stream and keeps nothing of it (the pool never touches
   // the stream again), so it may be destroyed right after its last free (docs/mr.md).
   void release_stream(stream_handle stream);
+  // Ends the pool's use of its device, one way, while the device's context is alive (a memory
+  // manager's close: gpumem::close(device), Numba's cuda.close()). Waits for the device, makes
+  // every freed block free, gives back every chunk without a live block, and destroys the pool's
+  // events and its own stream. Afterwards allocate() throws logic_error, and a free of a block
+  // still live only counts it: it names no stream and makes no device call (the stream, like the
+  // context, may be gone by then). The chunks still holding live blocks are treated as `live`
+  // says. Idempotent (the first call's `live` holds). Must not race with other calls on the pool.
+  void close(pool_live_chunks live);
 
   pool_options const& options() const noexcept;
   memory_resource& upstream() const noexcept;
