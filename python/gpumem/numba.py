@@ -77,6 +77,32 @@ class _GpumemPointer(_cuda.MemoryPointer):
         return self.device_pointer
 
 
+_devices_reset: set = set()
+
+
+def _after_reset_release_at_exit(device: int) -> None:
+    """After a primary-context reset, the device's next context is Numba's alone (the CUDA runtime
+    no longer holds it), and it may be gone when gpumem's own state is destroyed at process exit,
+    whose frees would then fail. So, once a device was reset, gpumem lets go of that device at
+    exit (an atexit handler, which runs before the interpreter's teardown) with Numba's context
+    current: free memory goes back, memory still owned by live arrays is left to the process's
+    end, and nothing later touches the device."""
+    if not _devices_reset:
+        import atexit
+
+        atexit.register(_release_reset_devices)
+    _devices_reset.add(device)
+
+
+def _release_reset_devices() -> None:
+    for device in sorted(_devices_reset):
+        try:
+            with _cuda.gpus[device]:
+                _gpumem.close_for_device_reset(device)
+        except Exception:  # pragma: no cover - best effort at exit
+            pass
+
+
 class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManager):
     """Numba's EMM plugin over gpumem (one instance per Numba context, i.e. per device)."""
 
@@ -136,6 +162,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         # frees it outright).
         _gpumem.close_for_device_reset(device)
         self._device = None
+        _after_reset_release_at_exit(device)
 
     @contextlib.contextmanager
     def defer_cleanup(self) -> Iterator[None]:
