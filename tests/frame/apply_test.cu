@@ -37,7 +37,7 @@ struct spec_udf {
   }
 };
 
-TEST(Apply, StringUdfOverSeries) {
+TEST(apply, string_udf_over_series) {
   series const s(gpumem::strings_column_from_host(rows_t{"do", std::nullopt, "you", "é"}),
                  gpumem::frame::range_index(10, 14), "words");
   series const out = gpumem::frame::apply(s, spec_udf{});
@@ -51,7 +51,7 @@ TEST(Apply, StringUdfOverSeries) {
   EXPECT_EQ(tail.index().range().start(), 12);
 }
 
-TEST(Apply, FrameColumnThenPrint) {
+TEST(apply, frame_column_then_print) {
   data_frame df({{"n", column::from_host(std::vector<std::int32_t>{1, 2, 3})},
                  {"name", gpumem::strings_column_from_host(rows_t{"ab", "xyz", std::nullopt})}});
   df.set("loud", gpumem::frame::apply(df, "name", spec_udf{}).values());

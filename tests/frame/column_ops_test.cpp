@@ -60,7 +60,7 @@ opt_vec<T> random_values(std::size_t n, std::uint32_t seed, double null_rate, T 
   return v;
 }
 
-TEST(Reductions, Int32WithNullsManyBlocks) {
+TEST(reductions, int32_with_nulls_many_blocks) {
   for (std::size_t n : {1u, 2u, 31u, 33u, 1000u, 300007u}) {
     auto const v =
         random_values<std::int32_t>(n, 7 + static_cast<std::uint32_t>(n), 0.1, -1000000, 1000000);
@@ -81,7 +81,7 @@ TEST(Reductions, Int32WithNullsManyBlocks) {
   }
 }
 
-TEST(Reductions, Int64LargeAcrossPasses) {
+TEST(reductions, int64_large_across_passes) {
   std::size_t const n = 1000003;  // more rows than 32 x the thread cap: several passes
   opt_vec<std::int64_t> v(n);
   std::int64_t want = 0;
@@ -104,7 +104,7 @@ TEST(Reductions, Int64LargeAcrossPasses) {
   EXPECT_EQ(reduce(part, reduction::min).value<std::int64_t>(), *v[6]);
 }
 
-TEST(Reductions, FloatsSkipNullsAndNaN) {
+TEST(reductions, floats_skip_nulls_and_nan) {
   double const nan = std::numeric_limits<double>::quiet_NaN();
   column const d = column::from_host(opt_vec<double>{1.5, std::nullopt, nan, -2.25, 4.0});
   EXPECT_EQ(reduce(d, reduction::sum).value<double>(), 3.25);
@@ -125,7 +125,7 @@ TEST(Reductions, FloatsSkipNullsAndNaN) {
   EXPECT_EQ(*reduce(f, reduction::sum).value<float>(), *sum.value<float>());
 }
 
-TEST(Reductions, EmptyAllNullOneRow) {
+TEST(reductions, empty_all_null_one_row) {
   column const empty = column::from_host(std::vector<std::int32_t>{});
   EXPECT_EQ(reduce(empty, reduction::sum).value<std::int64_t>(), 0);
   EXPECT_FALSE(reduce(empty, reduction::min).is_valid());
@@ -144,7 +144,7 @@ TEST(Reductions, EmptyAllNullOneRow) {
   EXPECT_EQ(reduce(one, reduction::mean).value<double>(), 65535.0);
 }
 
-TEST(Reductions, TypesAndErrors) {
+TEST(reductions, types_and_errors) {
   column const b = column::from_host(opt_vec<bool>{true, false, std::nullopt, true});
   EXPECT_EQ(reduce(b, reduction::sum).value<std::int64_t>(), 2);
   EXPECT_EQ(reduce(b, reduction::min).value<bool>(), false);
@@ -164,7 +164,7 @@ TEST(Reductions, TypesAndErrors) {
                      "the scalar holds a int64 value, not int8");
 }
 
-TEST(Cumsum, NullsStayNullAndSumContinues) {
+TEST(cumsum, nulls_stay_null_and_sum_continues) {
   column const c = column::from_host(opt_vec<std::int32_t>{1, std::nullopt, 3, -10, std::nullopt});
   column const r = gpumem::frame::cumsum(c);
   EXPECT_EQ(r.type().id(), type_id::int64);
@@ -187,7 +187,7 @@ TEST(Cumsum, NullsStayNullAndSumContinues) {
   EXPECT_EQ(u.to_host<std::uint64_t>(), (opt_vec<std::uint64_t>{200, 300}));
 }
 
-TEST(Cumsum, LargeWithNullsAgainstHost) {
+TEST(cumsum, large_with_nulls_against_host) {
   for (std::size_t n : {1u, 32u, 33u, 4097u, 600011u}) {
     auto const v =
         random_values<std::int64_t>(n, 11 + static_cast<std::uint32_t>(n), 0.05, -5000, 5000);
@@ -215,7 +215,7 @@ TEST(Cumsum, LargeWithNullsAgainstHost) {
   }
 }
 
-TEST(DeepCopy, FixedWidthSliceAndStrings) {
+TEST(deep_copy, fixed_width_slice_and_strings) {
   column const c = column::from_host(opt_vec<std::int16_t>{1, std::nullopt, 3, 4, std::nullopt, 6});
   column const part = c.slice(1, 5);
   column const copy = gpumem::frame::deep_copy(part);
@@ -234,7 +234,7 @@ TEST(DeepCopy, FixedWidthSliceAndStrings) {
   EXPECT_EQ(gpumem::frame::deep_copy(column()).size(), 0u);
 }
 
-TEST(WriteRows, InPlaceWhenAloneCopyWhenShared) {
+TEST(write_rows, in_place_when_alone_copy_when_shared) {
   column c = column::from_host(std::vector<std::int32_t>{1, 2, 3, 4, 5});
   void const* before = c.data().get_ptr(gpumem::access::read);
   gpumem::frame::write_rows(c, 1, column::from_host(std::vector<std::int32_t>{20, 30}));
@@ -257,7 +257,7 @@ TEST(WriteRows, InPlaceWhenAloneCopyWhenShared) {
   EXPECT_EQ(sibling.to_host<std::int32_t>()[4], 5);
 }
 
-TEST(WriteRows, MasksAcrossWordsAndErrors) {
+TEST(write_rows, masks_across_words_and_errors) {
   std::size_t const n = 100;
   opt_vec<std::int64_t> v(n);
   for (std::size_t i = 0; i < n; ++i)

@@ -20,7 +20,7 @@ using gpumem::frame::index;
 using gpumem::frame::range_index;
 using gpumem::test::expect_logic_error;
 
-TEST(RangeIndex, SizesValuesSlices) {
+TEST(range_index, sizes_values_slices) {
   range_index const r(10, 20, 2);
   EXPECT_EQ(r.size(), 5u);
   EXPECT_EQ(r.value(0), 10);
@@ -45,7 +45,7 @@ TEST(RangeIndex, SizesValuesSlices) {
   EXPECT_EQ(materialised, (std::vector<std::optional<std::int64_t>>{10, 12, 14, 16, 18}));
 }
 
-TEST(Index, RangeAndColumnKinds) {
+TEST(index, range_and_column_kinds) {
   index const a(range_index(3));
   EXPECT_TRUE(a.is_range());
   EXPECT_EQ(a.size(), 3u);

@@ -31,7 +31,7 @@ std::vector<std::string> names(column_accessor const& ca) {
   return out;
 }
 
-TEST(Label, OneLevelAndTuples) {
+TEST(label, one_level_and_tuples) {
   label a = "a";
   label b{"x", "y"};
   EXPECT_EQ(a, label{"a"});
@@ -49,7 +49,7 @@ TEST(Label, OneLevelAndTuples) {
   EXPECT_TRUE(label{"a"} < label{"b"});
 }
 
-TEST(ColumnAccessor, SelectsByLabelPositionListAndRange) {
+TEST(column_accessor, selects_by_label_position_list_and_range) {
   column_accessor ca({{"a", ints({1, 2})}, {"b", ints({3, 4})}, {"c", ints({5, 6})}});
   EXPECT_EQ(ca.size(), 3u);
   EXPECT_EQ(ca.rows(), 2u);
@@ -73,7 +73,7 @@ TEST(ColumnAccessor, SelectsByLabelPositionListAndRange) {
   expect_logic_error([&] { (void)ca.select_range(2, 4); }, "positions [2, 4) are outside the 3");
 }
 
-TEST(ColumnAccessor, HierarchicalLabelsSelectByPrefix) {
+TEST(column_accessor, hierarchical_labels_select_by_prefix) {
   column_accessor m(
       {{{"x", "one"}, ints({1})}, {{"x", "two"}, ints({2})}, {{"y", "one"}, ints({3})}});
   EXPECT_EQ(m.levels(), 2u);
@@ -95,7 +95,7 @@ TEST(ColumnAccessor, HierarchicalLabelsSelectByPrefix) {
                      "the label flat has 1 levels; the others have 2");
 }
 
-TEST(ColumnAccessor, InsertSetPopRename) {
+TEST(column_accessor, insert_set_pop_rename) {
   column_accessor ca;
   EXPECT_TRUE(ca.empty());
   ca.insert("b", ints({1, 2, 3}));
@@ -138,7 +138,7 @@ TEST(ColumnAccessor, InsertSetPopRename) {
   EXPECT_EQ(ca.levels(), 2u);
 }
 
-TEST(ColumnAccessor, MixedColumnTypes) {
+TEST(column_accessor, mixed_column_types) {
   column_accessor ca({{"n", ints({1, 2})},
                       {"s", gpumem::strings_column_from_host(std::vector<std::string>{"a", "b"})}});
   EXPECT_EQ(ca.at("s").type().id(), gpumem::type_id::string);

@@ -39,7 +39,7 @@ std::vector<T> iota(std::size_t n) {
   return v;
 }
 
-TEST(Print, Floats) {
+TEST(print, floats) {
   EXPECT_EQ(format_float(0.1), "0.1");
   EXPECT_EQ(format_float(2.0), "2.0");
   EXPECT_EQ(format_float(1e16), "10000000000000000.0");
@@ -52,7 +52,7 @@ TEST(Print, Floats) {
   EXPECT_EQ(format_float(1.0 / 3), "0.3333333333333333");
 }
 
-TEST(Print, SeriesWithNulls) {
+TEST(print, series_with_nulls) {
   auto const s = series::from_host<std::int64_t>({{1}, std::nullopt, {3}});
   EXPECT_EQ(s.to_string(),
             "0       1\n"
@@ -64,7 +64,7 @@ TEST(Print, SeriesWithNulls) {
   EXPECT_EQ(out.str(), s.to_string());
 }
 
-TEST(Print, FrameMixedTypes) {
+TEST(print, frame_mixed_types) {
   data_frame const df({{"a", column::from_host(opt_vec<std::int32_t>{1, std::nullopt, 300})},
                        {"name", strings_column_from_host(strings{"x", "yy", std::nullopt})},
                        {"f", column::from_host(std::vector<double>{0.5, 1.25, -2.0})}});
@@ -75,7 +75,7 @@ TEST(Print, FrameMixedTypes) {
             "2   300  <NA>  -2.0");
 }
 
-TEST(Print, FrameStringIndex) {
+TEST(print, frame_string_index) {
   data_frame const df(
       {{"a", column::from_host(opt_vec<std::int32_t>{1, std::nullopt, 300})}},
       gpumem::frame::index(strings_column_from_host(std::vector<std::string>{"r1", "row2", "r3"})));
@@ -86,7 +86,7 @@ TEST(Print, FrameStringIndex) {
             "r3     300");
 }
 
-TEST(Print, SeriesTruncated) {
+TEST(print, series_truncated) {
   auto const s = series::from_host(iota<std::int64_t>(61), "v");
   EXPECT_EQ(s.to_string(),
             "0      0\n"
@@ -117,7 +117,7 @@ TEST(Print, SeriesTruncated) {
             "Length: 61, dtype: Int8");
 }
 
-TEST(Print, FrameTruncated) {
+TEST(print, frame_truncated) {
   std::vector<double> quarters(100);
   for (std::size_t i = 0; i < quarters.size(); ++i)
     quarters[i] = static_cast<double>(i) / 4;
@@ -149,7 +149,7 @@ TEST(Print, FrameTruncated) {
             "[100 rows x 1 columns]");
 }
 
-TEST(Print, HierarchicalLabels) {
+TEST(print, hierarchical_labels) {
   auto i64 = [](std::vector<std::int64_t> v) { return column::from_host(v); };
   data_frame const two({{{"longname", "x"}, i64({5, 7})},
                         {{"longname", "yy"}, i64({1, 2})},
@@ -171,7 +171,7 @@ TEST(Print, HierarchicalLabels) {
             "1  7  2  4  4");
 }
 
-TEST(Print, Empty) {
+TEST(print, empty) {
   EXPECT_EQ(series::from_host(std::vector<std::int64_t>{}, "n").to_string(),
             "Series([], Name: n, dtype: Int64)");
   data_frame const df({{"a", column::from_host(std::vector<std::int64_t>{})},
@@ -187,7 +187,7 @@ TEST(Print, Empty) {
             "Index: [0, 1, 2]");
 }
 
-TEST(Print, TypesAndIndexes) {
+TEST(print, types_and_indexes) {
   auto const floats = series::from_host<double>({1e16, 1e-5, 123456789.125, -0.0, std::nullopt});
   EXPECT_EQ(floats.to_string(),
             "0    10000000000000000.0\n"
@@ -229,7 +229,7 @@ TEST(Print, TypesAndIndexes) {
             "dtype: UInt64");
 }
 
-TEST(Print, Scalars) {
+TEST(print, scalars) {
   auto const s = series::from_host<std::int32_t>({{4}, std::nullopt, {-1}});
   EXPECT_EQ(s.sum().to_string(), "3");
   EXPECT_EQ(s.mean().to_string(), "1.5");

@@ -34,7 +34,7 @@ data_frame sample() {
        {"s", gpumem::strings_column_from_host(std::vector<std::string>{"w", "x", "y", "z"})}});
 }
 
-TEST(Series, ConstructionAndIndex) {
+TEST(series, construction_and_index) {
   auto const s = series::from_host<std::int64_t>({{1}, std::nullopt, {3}}, "x");
   EXPECT_EQ(s.size(), 3u);
   EXPECT_EQ(s.name(), label("x"));
@@ -52,7 +52,7 @@ TEST(Series, ConstructionAndIndex) {
   expect_logic_error([&] { (void)s.slice(2, 4); }, "rows [2, 4) are outside the series of 3");
 }
 
-TEST(Series, ViewsShareMemoryCopiesDoNot) {
+TEST(series, views_share_memory_copies_do_not) {
   auto const s = series::from_host<std::int32_t>({1, 2, 3, 4, 5, 6, 7});
   series const h = s.head(3);
   EXPECT_EQ(h.size(), 3u);
@@ -70,7 +70,7 @@ TEST(Series, ViewsShareMemoryCopiesDoNot) {
 }
 
 // The example of cuDF's copy-on-write notes: s2 = s1.copy(deep=False); s2[0:2] = 10.
-TEST(Series, WritesLeaveShallowCopiesIntact) {
+TEST(series, writes_leave_shallow_copies_intact) {
   auto s1 = series::from_host<std::int64_t>({1, 2, 3, 4});
   series s2 = s1.copy(false);
   series s3 = s2.copy(false);
@@ -106,7 +106,7 @@ TEST(Series, WritesLeaveShallowCopiesIntact) {
   expect_logic_error([&] { parent.set_rows<std::int64_t>(2, 4, 1); }, "rows [2, 4) are outside");
 }
 
-TEST(Series, ReductionsAndCumsum) {
+TEST(series, reductions_and_cumsum) {
   auto const s = series::from_host<double>({{1.5}, std::nullopt, {2.5}}, "v");
   EXPECT_EQ(s.sum().value<double>(), 4.0);
   EXPECT_EQ(s.min().value<double>(), 1.5);
@@ -117,7 +117,7 @@ TEST(Series, ReductionsAndCumsum) {
   EXPECT_EQ(c.to_host<double>(), (opt_vec<double>{1.5, std::nullopt, 4.0}));
 }
 
-TEST(DataFrame, SelectionAndMutation) {
+TEST(data_frame, selection_and_mutation) {
   data_frame df = sample();
   EXPECT_EQ(df.rows(), 4u);
   EXPECT_EQ(df.num_columns(), 3u);
@@ -149,7 +149,7 @@ TEST(DataFrame, SelectionAndMutation) {
   EXPECT_EQ(wide.select_prefix({"x"}).num_columns(), 2u);
 }
 
-TEST(DataFrame, ViewsCopiesAndWrites) {
+TEST(data_frame, views_copies_and_writes) {
   data_frame const df = sample();
   data_frame const top = df.head(2);
   EXPECT_EQ(top.rows(), 2u);
@@ -187,7 +187,7 @@ TEST(DataFrame, ViewsCopiesAndWrites) {
   EXPECT_EQ(own.columns().position_of("s"), 2u);  // left in its place after the error
 }
 
-TEST(DataFrame, ReductionsPerNumericColumn) {
+TEST(data_frame, reductions_per_numeric_column) {
   data_frame const df = sample();
   auto const sums = df.sum();
   ASSERT_EQ(sums.size(), 2u);  // the strings column is left out
