@@ -529,7 +529,7 @@ void write_rows(column& target, std::size_t begin, column const& values) {
   column own = sole_owner(target) ? target : deep_copy(target);
   buffer data = own.data();
   buffer mask = own.null_mask();
-  if (mask.empty() && values.nullable()) {
+  if (mask.empty() && values.has_nulls()) {
     mask = buffer(bitmask_allocation_bytes(own.size()), data.memory());
     backend().fill_async(mask.get_ptr(access::write), 0xff, mask.size(), stream_handle{});
   }

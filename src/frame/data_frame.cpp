@@ -130,7 +130,14 @@ std::string data_frame::to_string(print_options const& options) const {
     for (std::size_t p = 0; p < m; ++p)
       out += (p == 0 ? "" : ", ") + columns_.label_at(p).to_string();
     out += "]\nIndex: [";
-    std::vector<std::string> const labels = index_.format(0, n);
+    // Past max_rows labels, the first and last min_rows / 2 around "...".
+    detail::shown_rows const shown = detail::rows_to_show(n, options);
+    std::vector<std::string> labels = index_.format(0, shown.head);
+    if (shown.truncated) {
+      labels.emplace_back("...");
+      for (auto& s : index_.format(n - shown.tail, n))
+        labels.push_back(std::move(s));
+    }
     for (std::size_t i = 0; i < labels.size(); ++i)
       out += (i == 0 ? "" : ", ") + labels[i];
     return out + "]";

@@ -240,6 +240,9 @@ TEST(write_rows, in_place_when_alone_copy_when_shared) {
   gpumem::frame::write_rows(c, 1, column::from_host(std::vector<std::int32_t>{20, 30}));
   EXPECT_EQ(c.data().get_ptr(gpumem::access::read), before);  // nobody else held it: in place
   EXPECT_EQ(c.to_host<std::int32_t>(), (opt_vec<std::int32_t>{1, 20, 30, 4, 5}));
+  // Values without nulls (even with a mask) give the column no mask.
+  gpumem::frame::write_rows(c, 4, column::from_host(opt_vec<std::int32_t>{5}));
+  EXPECT_FALSE(c.nullable());
 
   column const sibling = c;  // a shallow copy shares the buffer
   gpumem::frame::write_rows(c, 0, column::from_host(opt_vec<std::int32_t>{std::nullopt}));

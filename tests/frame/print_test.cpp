@@ -185,6 +185,11 @@ TEST(print, empty) {
             "Empty DataFrame\n"
             "Columns: []\n"
             "Index: [0, 1, 2]");
+  data_frame const long_index(gpumem::frame::column_accessor(), range_index(1000));
+  EXPECT_EQ(long_index.to_string({60, 4}),
+            "Empty DataFrame\n"
+            "Columns: []\n"
+            "Index: [0, 1, ..., 998, 999]");
 }
 
 TEST(print, types_and_indexes) {
