@@ -7,7 +7,7 @@
 //   frame::scalar s = frame::reduce(c, frame::reduction::mean);   // float64, nulls skipped
 //   column running = frame::cumsum(c);                            // int64 for an int32 column
 //   column own = frame::deep_copy(c.slice(10, 20));               // new buffers, offset 0
-//   frame::write_rows(c, 2, frame::make_values(...));             // see the rules below
+//   frame::write_rows(c, 2, column::from_host(std::vector<std::int32_t>{7, 8}));  // rows 2, 3
 //
 // Reductions (numeric and bool8 columns; strings are logic_error):
 //
