@@ -1,0 +1,65 @@
+// gpumem/frame/column_ops.hpp
+//
+// The per-column operations the frame layer is built from: reductions, the running sum, deep
+// copies and writes into rows. Each runs as device code (gpumem::launch) on both backends;
+// series and data_frame call them column by column.
+//
+//   frame::scalar s = frame::reduce(c, frame::reduction::mean);   // float64, nulls skipped
+//   column running = frame::cumsum(c);                            // int64 for an int32 column
+//   column own = frame::deep_copy(c.slice(10, 20));               // new buffers, offset 0
+//   frame::write_rows(c, 2, column::from_host(std::vector<std::int32_t>{7, 8}));  // rows 2, 3
+//
+// Reductions (numeric and bool8 columns; strings are logic_error):
+//
+//   op     result type                                  no valid value (empty, all null/NaN)
+//   sum    int64 (signed, bool8), uint64 (unsigned),    0 of the result type (pandas' min_count=0)
+//          float32 / float64 (as the column)
+//   min    the column's type                            null
+//   max    the column's type                            null
+//   mean   float64                                      null
+//
+// Nulls are skipped, and so are NaNs (pandas' skipna=True). Integer sums wrap on overflow, as
+// NumPy's do; floating sums accumulate in double. The order of the additions is fixed by the row
+// count alone (a grid-stride pass, then passes over the partial results), so a float result is
+// the same on both backends and from run to run.
+//
+// cumsum: a new column of sum's result type, row i the sum of the valid, non-NaN values of rows
+// [0, i]; null rows stay null (and do not stop the sum), NaN rows give NaN.
+//
+// deep_copy: a column with new buffers and no memory shared with `c`. Fixed width: the rows are
+// compacted (offset 0). Strings: the offsets and characters buffers are copied whole (a slice of a
+// large column copies the whole), then sliced.
+//
+// write_rows(target, begin, values): rows [begin, begin + values.size()) of the fixed-width
+// `target` take the rows of `values` (same type), nulls included. Copy on write: `target` is
+// written in place only when nothing else holds its buffers (no other column handle, slice,
+// frame, copy or stream keep-alive: the buffer storage's reference count is 1, the handle covers
+// the whole allocation and the column's offset is 0); otherwise its rows are deep-copied first and
+// `target` is rebound to the copy, so every frame sharing the old buffers keeps seeing the old
+// values. (When buffer/ gains copy-on-write storage, this one decision is where it plugs in.)
+//
+// Streams: the work runs on the default stream; each call returns when its result is complete.
+// Errors: gpumem::logic_error for strings where numbers are needed, type mismatches and rows
+// outside the column; out_of_memory from the allocations. Thread safety: the functions share no
+// state; a column passed to write_rows must not be used by another thread meanwhile.
+#pragma once
+
+#include <gpumem/column/column.hpp>
+#include <gpumem/frame/scalar.hpp>
+
+#include <cstddef>
+
+namespace gpumem::frame {
+
+enum class reduction { sum, min, max, mean };
+char const* to_string(reduction op) noexcept;
+
+// True for the types reductions and cumsum take (integers, floats, bool8).
+bool is_numeric(data_type type) noexcept;
+
+scalar reduce(column const& c, reduction op);
+column cumsum(column const& c);
+column deep_copy(column const& c);
+void write_rows(column& target, std::size_t begin, column const& values);
+
+}  // namespace gpumem::frame
