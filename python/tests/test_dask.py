@@ -29,6 +29,9 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def client():
+    if os.environ.get("GPUMEM_DEVICE", "host") != "host" and not have("cupy"):
+        pytest.skip("on the cuda backend the workers fill and check device memory with CuPy, "
+                    "which is not installed")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None,
                                        memory_limit=0, silence_logs=40)
@@ -247,8 +250,6 @@ def _ipc_between_workers(client, open_device):
 
 
 def test_ipc_between_two_worker_processes(client):
-    if os.environ.get("GPUMEM_DEVICE", "host") != "host" and not have("cupy"):
-        pytest.skip("the cuda backend's check reads device memory with CuPy, not installed")
     _ipc_between_workers(client, 0)
 
 
