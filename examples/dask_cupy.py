@@ -91,8 +91,9 @@ def run(args, allocator: str) -> float:
         print(f"[{allocator}] result {result!r} in {seconds:.2f} s")
         for address, m in sorted(memory_report(client, allocator).items()):
             if allocator == "gpumem":
-                print(f"[{allocator}]   {address} (CUDA_VISIBLE_DEVICES={m['cuda_visible_devices']})"
-                      f": peak in use {gib(m['peak_bytes'])}, held {gib(m['held_bytes'])}, "
+                visible = m["cuda_visible_devices"]
+                print(f"[{allocator}]   {address} (CUDA_VISIBLE_DEVICES={visible}): "
+                      f"peak in use {gib(m['peak_bytes'])}, held {gib(m['held_bytes'])}, "
                       f"{m['total_allocations']} allocations through gpumem")
             else:
                 print(f"[{allocator}]   {address}: CuPy's pool holds {gib(m['held_bytes'])} "

@@ -98,7 +98,8 @@ class _SizeSpec:
 
 def _check_size(value: Any, option: str) -> _SizeSpec:
     def bad(why: str) -> ValueError:
-        return ValueError(f"{option}={value!r} is not a valid size ({why}); expected {_VALID_SIZES}")
+        return ValueError(f"{option}={value!r} is not a valid size ({why}); "
+                          f"expected {_VALID_SIZES}")
 
     if isinstance(value, bool) or value is None:
         raise bad("not a number")
@@ -178,7 +179,8 @@ def _make_config(manager: str = "pool", *, device: int = 0, backend: Optional[st
              "chunk_size": chunk_size}
     checked = {k: None if v is None else _check_size(v, k) for k, v in sizes.items()}
     if manager != "pool":
-        given = [k for k, v in sizes.items() if v is not None] + (["expandable"] if expandable else [])
+        given = [k for k, v in sizes.items() if v is not None]
+        given += ["expandable"] if expandable else []
         if given:
             raise ValueError(f"{', '.join(given)}: pool options, but manager={manager!r}; "
                              "use manager='pool'")
@@ -251,7 +253,8 @@ def _check_backend(requested: str, label: str) -> str:
         kind = _gpumem.backend_kind()
     except NotSupportedError as error:
         raise NoDeviceError(f"worker {label}: gpumem's cuda backend was asked for, but no CUDA "
-                            f"device can be used (CUDA_VISIBLE_DEVICES={visible!r}): {error}") from None
+                            f"device can be used (CUDA_VISIBLE_DEVICES={visible!r}): "
+                            f"{error}") from None
     if kind == requested:
         return kind
     if requested == "cuda":
