@@ -90,6 +90,10 @@ venv_python=$(cd "$build/venv" && pwd)/bin/python
 CMAKE_BUILD_PARALLEL_LEVEL=$jobs "$venv_python" -m pip install --quiet \
   --disable-pip-version-check --no-build-isolation \
   -C "cmake.define.GPUMEM_CUDA=${GPUMEM_PYTHON_CUDA:-OFF}" .
+# The Dask tests (python/tests/test_dask.py) need dask and distributed: pinned, into the venv only
+# (they skip, saying why, where these are absent). Pure-Python wheels: a few seconds, once.
+"$venv_python" -m pip install --quiet --disable-pip-version-check \
+  dask==2026.7.1 distributed==2026.7.1
 stage "tests (python package)"
 # From outside the source tree, so that `import gpumem` finds the installed package.
 tests_dir=$PWD/python/tests

@@ -17,8 +17,8 @@ manager's memory cannot be exported); the host backend maps the exporter's simul
 memory through its shared-memory file, so the same code runs without a GPU.
 
 Errors: opening in the exporting process, malformed bytes: gpumem.InvalidArgumentError; an
-exporter that has exited or a handle of another backend: gpumem.CudaError. Ownership: the exporter
-must keep its Allocation alive until every opener has closed its mapping (CUDA's rule).
+exporter that has exited or a handle of another backend: gpumem.CudaError. Ownership: the
+exporter must keep its Allocation alive until every opener has dropped its mapping (CUDA's rule).
 Thread safety: any thread.
 """
 

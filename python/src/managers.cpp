@@ -34,7 +34,8 @@ spec_table& specs() {
 std::shared_ptr<memory_resource> with_log(std::unique_ptr<memory_resource> resource,
                                           std::string const& path) {
   if (path.empty()) return std::shared_ptr<memory_resource>(std::move(resource));
-  return make_owning_adaptor<logging_adaptor>(std::move(resource), path);
+  // Flushed per line: the log is read while the process runs (gpumem.dask collects workers' logs).
+  return make_owning_adaptor<logging_adaptor>(std::move(resource), path, logging_options{true});
 }
 
 std::unique_ptr<memory_manager> make_pool(context& ctx, manager_spec const& spec) {

@@ -305,6 +305,26 @@ NB_MODULE(_gpumem, m) {
                                h.size(), h.offset());
       },
       "allocation"_a);
+  // gpumem.ipc: the whole ipc_handle (source process and device included) as bytes, and its
+  // opening in another process as an Allocation that owns the mapping.
+  m.def(
+      "ipc_export",
+      [](allocation const& a) {
+        std::vector<std::uint8_t> const bytes =
+            get_context(a.device).memory_manager().get_ipc_handle(a.memory).serialize();
+        return nb::bytes(reinterpret_cast<char const*>(bytes.data()), bytes.size());
+      },
+      "allocation"_a);
+  m.def(
+      "ipc_open",
+      [](nb::bytes const& handle, std::optional<int> device) {
+        int const dev = device_or_current(device);
+        ipc_handle h =
+            ipc_handle::deserialize(static_cast<std::uint8_t const*>(handle.data()), handle.size());
+        return allocation{h.open(get_context(dev)), dev};
+      },
+      "handle"_a, "device"_a = nb::none());
+  m.def("backend_kind", [] { return std::string(to_string(backend().kind())); });
 
   m.def("statistics", &statistics_of, "device"_a = nb::none());
   m.def(
