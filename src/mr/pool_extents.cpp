@@ -1,12 +1,84 @@
 // pool_extent_set: merging, splitting and the best fit over one owner's extents (see
-// pool_extents.hpp). Merging and splitting reuse the nodes of the extents they change, so only an
-// extent with no neighbour to join allocates.
+// pool_extents.hpp). Merging and splitting reuse the nodes of the extents they change, and erased
+// nodes are kept for the next insert, so only an extent with no neighbour to join (and no kept
+// node) allocates. An extent is unlinked from its size bin before its size changes and linked
+// again after.
 #include "pool_extents.hpp"
 
 #include <algorithm>
 #include <iterator>
 
 namespace gpumem::detail {
+
+namespace {
+
+// Sizes are counted in 256-byte units (pool_granularity) for the bins.
+constexpr unsigned unit_shift = 8;
+
+inline unsigned lowest_bit(std::uint64_t v) noexcept {
+  return static_cast<unsigned>(__builtin_ctzll(v));
+}
+
+inline unsigned highest_bit(std::uint64_t v) noexcept {
+  return 63u - static_cast<unsigned>(__builtin_clzll(v));
+}
+
+}  // namespace
+
+unsigned pool_extent_set::bin_of(std::size_t size) noexcept {
+  std::uint64_t const units = static_cast<std::uint64_t>(size) >> unit_shift;
+  if (units < 16) return static_cast<unsigned>(units);
+  unsigned const log = highest_bit(units);  // 4 and up
+  return (log - 3) * 16 + static_cast<unsigned>((units >> (log - 4)) & 15);
+}
+
+void pool_extent_set::link(pool_extent_entry& e) noexcept {
+  unsigned const bin = bin_of(e.second.size);
+  pool_extent_entry* const head = heads_[bin];
+  e.second.bin_prev = nullptr;
+  e.second.bin_next = head;
+  if (head != nullptr) head->second.bin_prev = &e;
+  heads_[bin] = &e;
+  used_[bin / 64] |= std::uint64_t{1} << (bin % 64);
+  used_words_ |= std::uint64_t{1} << (bin / 64);
+}
+
+void pool_extent_set::unlink(pool_extent_entry& e) noexcept {
+  unsigned const bin = bin_of(e.second.size);
+  pool_extent_entry* const prev = e.second.bin_prev;
+  pool_extent_entry* const next = e.second.bin_next;
+  if (next != nullptr) next->second.bin_prev = prev;
+  if (prev != nullptr)
+    prev->second.bin_next = next;
+  else
+    heads_[bin] = next;
+  e.second.bin_prev = e.second.bin_next = nullptr;
+  if (heads_[bin] == nullptr) {
+    used_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
+    if (used_[bin / 64] == 0) used_words_ &= ~(std::uint64_t{1} << (bin / 64));
+  }
+}
+
+unsigned pool_extent_set::next_bin(unsigned bin) const noexcept {
+  if (bin >= bins) return bins;
+  unsigned const word = bin / 64;
+  std::uint64_t const here = used_[word] & (~std::uint64_t{0} << (bin % 64));
+  if (here != 0) return word * 64 + lowest_bit(here);
+  std::uint64_t const later = word + 1 < 64 ? used_words_ & (~std::uint64_t{0} << (word + 1)) : 0;
+  if (later == 0) return bins;
+  unsigned const w = lowest_bit(later);
+  return w * 64 + lowest_bit(used_[w]);
+}
+
+pool_extent_set::map::iterator pool_extent_set::emplace(map::iterator hint, std::uintptr_t addr,
+                                                        pool_extent const& e) {
+  if (spare_.empty()) return by_addr_.emplace_hint(hint, addr, e);
+  map::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = addr;
+  node.mapped() = e;
+  return by_addr_.insert(hint, std::move(node));
+}
 
 pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std::size_t size,
                                                        std::uint64_t epoch, pool_chunk* chunk) {
@@ -22,59 +94,83 @@ pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std:
   bool const join_next =
       next != by_addr_.end() && next->first == addr + size && next->second.chunk == chunk;
   if (!join_prev && !join_next) {
-    auto const key = by_size_.emplace(size, addr).first;
-    try {
-      by_addr_.emplace_hint(next, addr, pool_extent{size, epoch, chunk});
-    } catch (...) {
-      by_size_.erase(key);
-      throw;
-    }
+    if (spare_.capacity() < spare_limit) spare_.reserve(spare_limit);  // may throw: no change yet
+    pool_extent e;
+    e.size = size;
+    e.epoch = epoch;
+    e.chunk = chunk;
+    link(*emplace(next, addr, e));
     add_bytes(size);
     return insert_result::inserted;
   }
-  std::uintptr_t const start = join_prev ? prev->first : addr;
-  std::size_t total = size;
   if (join_prev) {
-    total += prev->second.size;
-    epoch = std::max(epoch, prev->second.epoch);
-  }
-  if (join_next) {
-    total += next->second.size;
-    epoch = std::max(epoch, next->second.epoch);
-  }
-  // The merged extent keeps the nodes of the one it grows from.
-  auto const keep = join_prev ? prev : next;
-  auto key = by_size_.extract({keep->second.size, keep->first});
-  if (join_prev && join_next) {
-    by_size_.erase({next->second.size, next->first});
-    by_addr_.erase(next);
-  }
-  if (join_prev) {
-    keep->second.size = total;
-    keep->second.epoch = epoch;
+    // The merged extent keeps prev's node (its key, the start, stays).
+    unlink(*prev);
+    prev->second.size += size;
+    prev->second.epoch = std::max(prev->second.epoch, epoch);
+    if (join_next) {
+      unlink(*next);
+      prev->second.size += next->second.size;
+      prev->second.epoch = std::max(prev->second.epoch, next->second.epoch);
+      if (spare_.size() < spare_.capacity())
+        spare_.push_back(by_addr_.extract(next));
+      else
+        by_addr_.erase(next);
+    }
+    link(*prev);
   } else {
-    auto const hint = std::next(keep);
-    auto node = by_addr_.extract(keep);
-    node.key() = start;
-    node.mapped().size = total;
-    node.mapped().epoch = epoch;
-    by_addr_.insert(hint, std::move(node));
+    // Joins next alone: next's node moves its key down to `addr` (the order is unchanged).
+    unlink(*next);
+    auto const hint = std::next(next);
+    auto node = by_addr_.extract(next);
+    node.key() = addr;
+    node.mapped().size += size;
+    node.mapped().epoch = std::max(node.mapped().epoch, epoch);
+    link(*by_addr_.insert(hint, std::move(node)));
   }
-  key.value() = {total, start};
-  by_size_.insert(std::move(key));
   add_bytes(size);
   return insert_result::inserted;
 }
 
 pool_extent_set::map::iterator pool_extent_set::erase(map::iterator it) noexcept {
-  by_size_.erase({it->second.size, it->first});
+  unlink(*it);
   remove_bytes(it->second.size);
-  return by_addr_.erase(it);
+  auto const next = std::next(it);
+  // The vector's room was reserved by an earlier insert: the push cannot allocate.
+  if (spare_.size() < spare_.capacity())
+    spare_.push_back(by_addr_.extract(it));
+  else
+    by_addr_.erase(it);
+  return next;
 }
 
 pool_extent_set::map::iterator pool_extent_set::best_fit(std::size_t size) {
-  auto const key = by_size_.lower_bound({size, 0});
-  return key == by_size_.end() ? by_addr_.end() : by_addr_.find(key->second);
+  unsigned const home = bin_of(size);
+  unsigned bin = next_bin(home);
+  if (bin == bins) return by_addr_.end();
+  pool_extent_entry const* best = nullptr;
+  auto better = [&](pool_extent_entry const* e) {
+    return best == nullptr || e->second.size < best->second.size ||
+           (e->second.size == best->second.size && e->first < best->first);
+  };
+  if (bin == home) {
+    // The request's own bin holds sizes on both sides of it: the smallest that fits. With a later
+    // bin in use, a long search here is cut short (that bin's extents all fit).
+    bool const later = next_bin(home + 1) != bins;
+    std::size_t seen = 0;
+    for (pool_extent_entry const* e = heads_[home]; e != nullptr; e = e->second.bin_next) {
+      if (e->second.size >= size && better(e)) best = e;
+      if (++seen >= scan_limit && (best != nullptr || later)) break;
+    }
+    if (best != nullptr) return by_addr_.find(best->first);
+    bin = next_bin(home + 1);
+    if (bin == bins) return by_addr_.end();
+  }
+  std::size_t seen = 0;
+  for (pool_extent_entry const* e = heads_[bin]; e != nullptr && seen < scan_limit;
+       e = e->second.bin_next, ++seen)
+    if (better(e)) best = e;
+  return by_addr_.find(best->first);
 }
 
 pool_extent_set::map::iterator pool_extent_set::best_fit_batch(std::size_t size,
@@ -89,15 +185,13 @@ std::uintptr_t pool_extent_set::take(map::iterator it, std::size_t size) noexcep
     erase(it);
     return addr;
   }
-  // The rest keeps the extent's nodes; its neighbours were not mergeable before, nor now.
-  auto key = by_size_.extract({it->second.size, addr});
+  // The rest keeps the extent's node; its neighbours were not mergeable before, nor now.
+  unlink(*it);
   auto const hint = std::next(it);
   auto node = by_addr_.extract(it);
   node.key() = addr + size;
   node.mapped().size -= size;
-  key.value() = {node.mapped().size, addr + size};
-  by_addr_.insert(hint, std::move(node));
-  by_size_.insert(std::move(key));
+  link(*by_addr_.insert(hint, std::move(node)));
   remove_bytes(size);
   return addr;
 }
@@ -107,11 +201,52 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
     erase(it);
     return;
   }
-  auto key = by_size_.extract({it->second.size, it->first});
+  unlink(*it);
   it->second.size -= size;
-  key.value().first = it->second.size;
-  by_size_.insert(std::move(key));
+  link(*it);
   remove_bytes(size);
+}
+
+std::size_t pool_extent_set::largest() const noexcept {
+  if (used_words_ == 0) return 0;
+  unsigned const word = highest_bit(used_words_);
+  unsigned const bin = word * 64 + highest_bit(used_[word]);
+  std::size_t most = 0;
+  for (pool_extent_entry const* e = heads_[bin]; e != nullptr; e = e->second.bin_next)
+    most = std::max(most, e->second.size);
+  return most;
+}
+
+std::string pool_extent_set::validate_index() const {
+  std::size_t listed = 0;
+  for (unsigned bin = 0; bin < bins; ++bin) {
+    bool const marked = (used_[bin / 64] >> (bin % 64)) & 1;
+    if (marked != (heads_[bin] != nullptr))
+      return "size bin " + std::to_string(bin) + " is " + (marked ? "" : "not ") +
+             "marked in use but " + (heads_[bin] != nullptr ? "holds" : "holds no") + " extents";
+    pool_extent_entry const* prev = nullptr;
+    for (pool_extent_entry const* e = heads_[bin]; e != nullptr; e = e->second.bin_next) {
+      if (++listed > by_addr_.size())
+        return "the size bins list more entries than the set's " + std::to_string(by_addr_.size()) +
+               " extents";
+      if (e->second.bin_prev != prev)
+        return "size bin " + std::to_string(bin) + " has a broken backward link";
+      if (bin_of(e->second.size) != bin)
+        return "an extent of " + std::to_string(e->second.size) + " B is in size bin " +
+               std::to_string(bin);
+      auto const found = by_addr_.find(e->first);
+      if (found == by_addr_.end() || &*found != e)
+        return "size bin " + std::to_string(bin) + " lists an extent that is not in the set";
+      prev = e;
+    }
+  }
+  for (unsigned word = 0; word < bin_words; ++word)
+    if (((used_words_ >> word) & 1) != (used_[word] != 0 ? 1u : 0u))
+      return "size-bin word " + std::to_string(word) + " is marked wrongly";
+  if (listed != by_addr_.size())
+    return std::to_string(by_addr_.size()) + " extents but " + std::to_string(listed) +
+           " size-bin entries";
+  return {};
 }
 
 }  // namespace gpumem::detail

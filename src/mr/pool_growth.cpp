@@ -203,7 +203,7 @@ void pool_state::throw_out_of_memory_locked(std::size_t size) {
   else
     detail << format_bytes(options_.maximum_size);
   detail << "); largest free block " << format_bytes(largest) << "; free "
-         << format_bytes(free_bytes) << " in " << free_.index().size() << " extents, fragmentation "
+         << format_bytes(free_bytes) << " in " << free_.count() << " extents, fragmentation "
          << static_cast<int>(fragmentation * 100.0 + 0.5)
          << "% (1 - largest/free); waiting on streams " << format_bytes(owned + listed)
          << "; in thread caches " << format_bytes(cached);
