@@ -105,7 +105,7 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
   if (it != free_.extents().end()) {
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
     std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
-    std::uintptr_t const base = it->first;
+    std::uintptr_t const base = it->second.start;
     if (slab > n * size) {
       // The rest goes to the stream first: that insert may fail (then the slab is just the
       // batch), the take below cannot.
@@ -202,7 +202,7 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
   if (s.extents.empty()) return nullptr;
   auto const it = s.extents.best_fit(size);
   if (it == s.extents.extents().end()) return nullptr;
-  std::uintptr_t const addr = it->first;  // take() cuts from the start
+  std::uintptr_t const addr = it->second.start;  // take() cuts from the start
   try {
     large_blocks_.insert(addr, {size, it->second.chunk});
   } catch (std::bad_alloc const&) {

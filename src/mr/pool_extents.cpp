@@ -1,8 +1,9 @@
 // pool_extent_set: merging, splitting and the best fit over one owner's extents (see
 // pool_extents.hpp). Merging and splitting reuse the nodes of the extents they change, and erased
 // nodes are kept for the next insert, so only an extent with no neighbour to join (and no kept
-// node) allocates. An extent is unlinked from its size bin before its size changes and linked
-// again after.
+// node) allocates. The map is keyed by the extents' ends: carving from an extent's start and
+// joining a range to the extent after it move no node. An extent is unlinked from its size bin
+// before its size changes and linked again after.
 #include "pool_extents.hpp"
 
 #include <algorithm>
@@ -70,63 +71,78 @@ unsigned pool_extent_set::next_bin(unsigned bin) const noexcept {
   return w * 64 + lowest_bit(used_[w]);
 }
 
-pool_extent_set::map::iterator pool_extent_set::emplace(map::iterator hint, std::uintptr_t addr,
-                                                        pool_extent const& e) {
-  if (spare_.empty()) return by_addr_.emplace_hint(hint, addr, e);
+pool_extent_set::map::iterator pool_extent_set::emplace(map::iterator hint, pool_extent const& e) {
+  std::uintptr_t const end = e.start + e.size;
+  if (spare_.empty()) return by_end_.emplace_hint(hint, end, e);
   map::node_type node = std::move(spare_.back());
   spare_.pop_back();
-  node.key() = addr;
+  node.key() = end;
   node.mapped() = e;
-  return by_addr_.insert(hint, std::move(node));
+  return by_end_.insert(hint, std::move(node));
+}
+
+pool_extent_set::map::iterator pool_extent_set::rekey(map::iterator it,
+                                                      std::uintptr_t end) noexcept {
+  auto const hint = std::next(it);
+  auto node = by_end_.extract(it);
+  node.key() = end;
+  return by_end_.insert(hint, std::move(node));
+}
+
+void pool_extent_set::drop_node(map::iterator it) noexcept {
+  // The vector's room was reserved by an earlier insert: the push cannot allocate.
+  if (spare_.size() < spare_.capacity())
+    spare_.push_back(by_end_.extract(it));
+  else
+    by_end_.erase(it);
 }
 
 pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std::size_t size,
                                                        std::uint64_t epoch, pool_chunk* chunk) {
   if (chunk == nullptr || addr < chunk->base || addr + size > chunk->base + chunk->size)
     return insert_result::outside_chunk;
-  auto next = by_addr_.lower_bound(addr);
-  auto prev = next == by_addr_.begin() ? by_addr_.end() : std::prev(next);
-  if ((next != by_addr_.end() && next->first < addr + size) ||
-      (prev != by_addr_.end() && prev->first + prev->second.size > addr))
-    return insert_result::overlaps;
-  bool const join_prev = prev != by_addr_.end() && prev->first + prev->second.size == addr &&
-                         prev->second.chunk == chunk;
+  std::uintptr_t const end = addr + size;
+  // The first extent ending after `addr`: the only one that may overlap the range, and the one it
+  // may join at its end. The one before it joins the range at its start if it ends at `addr`.
+  auto const next = by_end_.upper_bound(addr);
+  if (next != by_end_.end() && next->second.start < end) return insert_result::overlaps;
+  auto const prev = next == by_end_.begin() ? by_end_.end() : std::prev(next);
+  bool const join_prev =
+      prev != by_end_.end() && prev->first == addr && prev->second.chunk == chunk;
   bool const join_next =
-      next != by_addr_.end() && next->first == addr + size && next->second.chunk == chunk;
+      next != by_end_.end() && next->second.start == end && next->second.chunk == chunk;
   if (!join_prev && !join_next) {
     if (spare_.capacity() < spare_limit) spare_.reserve(spare_limit);  // may throw: no change yet
     pool_extent e;
+    e.start = addr;
     e.size = size;
     e.epoch = epoch;
     e.chunk = chunk;
-    link(*emplace(next, addr, e));
+    link(*emplace(next, e));
     add_bytes(size);
     return insert_result::inserted;
   }
-  if (join_prev) {
-    // The merged extent keeps prev's node (its key, the start, stays).
+  if (join_next) {
+    // The merged extent is next's node, whose key (its end) stays: no node moves.
+    unlink(*next);
+    pool_extent& merged = next->second;
+    merged.start = addr;
+    merged.size += size;
+    merged.epoch = std::max(merged.epoch, epoch);
+    if (join_prev) {
+      unlink(*prev);
+      merged.start = prev->second.start;
+      merged.size += prev->second.size;
+      merged.epoch = std::max(merged.epoch, prev->second.epoch);
+      drop_node(prev);
+    }
+    link(*next);
+  } else {
+    // Joins prev alone: prev's end moves up to `end` (the order is unchanged).
     unlink(*prev);
     prev->second.size += size;
     prev->second.epoch = std::max(prev->second.epoch, epoch);
-    if (join_next) {
-      unlink(*next);
-      prev->second.size += next->second.size;
-      prev->second.epoch = std::max(prev->second.epoch, next->second.epoch);
-      if (spare_.size() < spare_.capacity())
-        spare_.push_back(by_addr_.extract(next));
-      else
-        by_addr_.erase(next);
-    }
-    link(*prev);
-  } else {
-    // Joins next alone: next's node moves its key down to `addr` (the order is unchanged).
-    unlink(*next);
-    auto const hint = std::next(next);
-    auto node = by_addr_.extract(next);
-    node.key() = addr;
-    node.mapped().size += size;
-    node.mapped().epoch = std::max(node.mapped().epoch, epoch);
-    link(*by_addr_.insert(hint, std::move(node)));
+    link(*rekey(prev, end));
   }
   add_bytes(size);
   return insert_result::inserted;
@@ -136,18 +152,14 @@ pool_extent_set::map::iterator pool_extent_set::erase(map::iterator it) noexcept
   unlink(*it);
   remove_bytes(it->second.size);
   auto const next = std::next(it);
-  // The vector's room was reserved by an earlier insert: the push cannot allocate.
-  if (spare_.size() < spare_.capacity())
-    spare_.push_back(by_addr_.extract(it));
-  else
-    by_addr_.erase(it);
+  drop_node(it);
   return next;
 }
 
 pool_extent_set::map::iterator pool_extent_set::best_fit(std::size_t size) {
   unsigned const home = bin_of(size);
   unsigned bin = next_bin(home);
-  if (bin == bins) return by_addr_.end();
+  if (bin == bins) return by_end_.end();
   pool_extent_entry const* best = nullptr;
   auto better = [&](pool_extent_entry const* e) {
     return best == nullptr || e->second.size < best->second.size ||
@@ -162,36 +174,35 @@ pool_extent_set::map::iterator pool_extent_set::best_fit(std::size_t size) {
       if (e->second.size >= size && better(e)) best = e;
       if (++seen >= scan_limit && (best != nullptr || later)) break;
     }
-    if (best != nullptr) return by_addr_.find(best->first);
+    if (best != nullptr) return by_end_.find(best->first);
     bin = next_bin(home + 1);
-    if (bin == bins) return by_addr_.end();
+    if (bin == bins) return by_end_.end();
   }
   std::size_t seen = 0;
   for (pool_extent_entry const* e = heads_[bin]; e != nullptr && seen < scan_limit;
        e = e->second.bin_next, ++seen)
     if (better(e)) best = e;
-  return by_addr_.find(best->first);
+  return by_end_.find(best->first);
 }
 
 pool_extent_set::map::iterator pool_extent_set::best_fit_batch(std::size_t size,
                                                                std::uint32_t count) {
   auto it = best_fit(count * size);
-  return it == by_addr_.end() && count > 1 ? best_fit(size) : it;
+  return it == by_end_.end() && count > 1 ? best_fit(size) : it;
 }
 
 std::uintptr_t pool_extent_set::take(map::iterator it, std::size_t size) noexcept {
-  std::uintptr_t const addr = it->first;
+  std::uintptr_t const addr = it->second.start;
   if (it->second.size <= size) {
     erase(it);
     return addr;
   }
-  // The rest keeps the extent's node; its neighbours were not mergeable before, nor now.
+  // The rest keeps the extent's node and key (its end); its neighbours were not mergeable before,
+  // nor now.
   unlink(*it);
-  auto const hint = std::next(it);
-  auto node = by_addr_.extract(it);
-  node.key() = addr + size;
-  node.mapped().size -= size;
-  link(*by_addr_.insert(hint, std::move(node)));
+  it->second.start += size;
+  it->second.size -= size;
+  link(*it);
   remove_bytes(size);
   return addr;
 }
@@ -203,8 +214,18 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
   }
   unlink(*it);
   it->second.size -= size;
-  link(*it);
+  link(*rekey(it, it->first - size));
   remove_bytes(size);
+}
+
+pool_extent_set::map::iterator pool_extent_set::find_start(std::uintptr_t addr) noexcept {
+  auto const it = by_end_.upper_bound(addr);
+  return it != by_end_.end() && it->second.start == addr ? it : by_end_.end();
+}
+
+bool pool_extent_set::overlaps(std::uintptr_t addr, std::size_t size) const noexcept {
+  auto const it = by_end_.upper_bound(addr);
+  return it != by_end_.end() && it->second.start < addr + size;
 }
 
 std::size_t pool_extent_set::largest() const noexcept {
@@ -226,16 +247,19 @@ std::string pool_extent_set::validate_index() const {
              "marked in use but " + (heads_[bin] != nullptr ? "holds" : "holds no") + " extents";
     pool_extent_entry const* prev = nullptr;
     for (pool_extent_entry const* e = heads_[bin]; e != nullptr; e = e->second.bin_next) {
-      if (++listed > by_addr_.size())
-        return "the size bins list more entries than the set's " + std::to_string(by_addr_.size()) +
+      if (++listed > by_end_.size())
+        return "the size bins list more entries than the set's " + std::to_string(by_end_.size()) +
                " extents";
       if (e->second.bin_prev != prev)
         return "size bin " + std::to_string(bin) + " has a broken backward link";
       if (bin_of(e->second.size) != bin)
         return "an extent of " + std::to_string(e->second.size) + " B is in size bin " +
                std::to_string(bin);
-      auto const found = by_addr_.find(e->first);
-      if (found == by_addr_.end() || &*found != e)
+      if (e->first != e->second.start + e->second.size)
+        return "the extent at " + std::to_string(e->second.start) + " is keyed by " +
+               std::to_string(e->first) + ", not by its end";
+      auto const found = by_end_.find(e->first);
+      if (found == by_end_.end() || &*found != e)
         return "size bin " + std::to_string(bin) + " lists an extent that is not in the set";
       prev = e;
     }
@@ -243,8 +267,8 @@ std::string pool_extent_set::validate_index() const {
   for (unsigned word = 0; word < bin_words; ++word)
     if (((used_words_ >> word) & 1) != (used_[word] != 0 ? 1u : 0u))
       return "size-bin word " + std::to_string(word) + " is marked wrongly";
-  if (listed != by_addr_.size())
-    return std::to_string(by_addr_.size()) + " extents but " + std::to_string(listed) +
+  if (listed != by_end_.size())
+    return std::to_string(by_end_.size()) + " extents but " + std::to_string(listed) +
            " size-bin entries";
   return {};
 }

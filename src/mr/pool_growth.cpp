@@ -150,12 +150,12 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
     // order: the upstream's contract makes it wait for, or order after, the work queued there
     // before the frees). A chunk in use has no extent starting at its base as large as itself.
     stream_handle order = nullptr;
-    auto e = free_.extents().find(chunk.base);
+    auto e = free_.find_start(chunk.base);
     if (e != free_.extents().end() && e->second.size == chunk.size) {
       free_.erase(e);
     } else if (stream != nullptr) {
       std::lock_guard<std::mutex> arena(stream->mutex);
-      e = stream->extents.extents().find(chunk.base);
+      e = stream->extents.find_start(chunk.base);
       if (e == stream->extents.extents().end() || e->second.size != chunk.size) {
         ++it;
         continue;

@@ -64,7 +64,8 @@ void pool_state::check_invariants() const {
     std::size_t sum = 0;
     std::uintptr_t prev_end = 0;
     pool_chunk const* prev_chunk = nullptr;
-    for (auto const& [addr, e] : set.extents()) {
+    for (auto const& [end, e] : set.extents()) {
+      std::uintptr_t const addr = e.start;  // the map is keyed by the end (validate_index checks)
       if (e.size == 0 || e.size % pool_granularity != 0 || addr % pool_granularity != 0)
         fail(me, "extent " + at(addr) + " has size " + std::to_string(e.size));
       if (e.chunk == nullptr || addr < e.chunk->base ||

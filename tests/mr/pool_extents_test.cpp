@@ -46,11 +46,11 @@ TEST(pool_extent_set, merges_neighbours_of_one_chunk_only_and_refuses_overlaps) 
   EXPECT_EQ(set.insert(a.base + 12 * unit, 4 * unit, 2, &a), r::inserted);
   EXPECT_EQ(set.insert(a.base + 8 * unit, 4 * unit, 1, &a), r::inserted);  // joins both
   ASSERT_EQ(set.count(), 1u);
-  EXPECT_EQ(set.extents().begin()->first, a.base + 4 * unit);
+  EXPECT_EQ(set.extents().begin()->second.start, a.base + 4 * unit);
   EXPECT_EQ(set.extents().begin()->second.size, 12 * unit);
   EXPECT_EQ(set.extents().begin()->second.epoch, 2u);           // the later epoch
   EXPECT_EQ(set.insert(a.base, 4 * unit, 0, &a), r::inserted);  // joins the next alone
-  EXPECT_EQ(set.extents().begin()->first, a.base);
+  EXPECT_EQ(set.extents().begin()->second.start, a.base);
   EXPECT_EQ(set.insert(a.base + 60 * unit, 4 * unit, 0, &a), r::inserted);
   EXPECT_EQ(set.insert(b.base, 4 * unit, 0, &b), r::inserted);  // adjacent, another chunk
   EXPECT_EQ(set.count(), 3u);
@@ -63,7 +63,7 @@ TEST(pool_extent_set, merges_neighbours_of_one_chunk_only_and_refuses_overlaps) 
   // Carving from the start and cutting the back keep the bins right.
   auto const first = set.extents().begin();
   EXPECT_EQ(set.take(first, 3 * unit), a.base);
-  EXPECT_EQ(set.extents().begin()->first, a.base + 3 * unit);
+  EXPECT_EQ(set.extents().begin()->second.start, a.base + 3 * unit);
   set.cut_back(set.extents().begin(), 5 * unit);
   EXPECT_EQ(set.extents().begin()->second.size, 8 * unit);
   EXPECT_EQ(set.bytes(), 16 * unit);
@@ -72,6 +72,43 @@ TEST(pool_extent_set, merges_neighbours_of_one_chunk_only_and_refuses_overlaps) 
     set.erase(set.extents().begin());
   EXPECT_EQ(set.bytes(), 0u);
   EXPECT_EQ(set.largest(), 0u);
+  expect_sound(set);
+}
+
+TEST(pool_extent_set, finds_extents_by_start_and_end_and_sees_overlaps) {
+  pool_chunk c{0x200000, 64 * unit};
+  pool_extent_set set;
+  ASSERT_EQ(set.insert(c.base + 8 * unit, 8 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  ASSERT_EQ(set.insert(c.base + 32 * unit, 8 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  auto const none = set.extents().end();
+  EXPECT_TRUE(set.find_start(c.base + 8 * unit) != none);
+  EXPECT_TRUE(set.find_start(c.base + 9 * unit) == none);
+  EXPECT_TRUE(set.find_end(c.base + 16 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 15 * unit) == none);
+  EXPECT_TRUE(set.overlaps(c.base + 15 * unit, unit));
+  EXPECT_TRUE(set.overlaps(c.base, 9 * unit));
+  EXPECT_TRUE(set.overlaps(c.base + 20 * unit, 13 * unit));
+  EXPECT_FALSE(set.overlaps(c.base + 16 * unit, 16 * unit));
+  EXPECT_FALSE(set.overlaps(c.base, 8 * unit));
+  // Cutting the back moves the key to the new end; carving the start keeps it.
+  set.cut_back(set.find_start(c.base + 32 * unit), 2 * unit);
+  EXPECT_TRUE(set.find_end(c.base + 38 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 40 * unit) == none);
+  EXPECT_EQ(set.take(set.find_start(c.base + 8 * unit), 2 * unit), c.base + 8 * unit);
+  EXPECT_TRUE(set.find_start(c.base + 10 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 16 * unit) != none);
+  // Joining the extent before (its end moves) and both at once.
+  ASSERT_EQ(set.insert(c.base + 16 * unit, 4 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  EXPECT_TRUE(set.find_end(c.base + 20 * unit) != none);
+  ASSERT_EQ(set.insert(c.base + 20 * unit, 12 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  ASSERT_EQ(set.count(), 1u);
+  EXPECT_EQ(set.extents().begin()->second.start, c.base + 10 * unit);
+  EXPECT_EQ(set.extents().begin()->first, c.base + 38 * unit);
+  EXPECT_EQ(set.bytes(), 28 * unit);
   expect_sound(set);
 }
 
@@ -129,7 +166,7 @@ TEST(pool_extent_set, best_fit_is_the_smallest_fit_against_a_model) {
           continue;
         }
         ASSERT_TRUE(it != set.extents().end());
-        ASSERT_EQ(it->first, expected) << size;
+        ASSERT_EQ(it->second.start, expected) << size;
         std::size_t const take = rng() % 2 ? size : it->second.size;
         std::size_t const had = model[expected];
         ASSERT_EQ(set.take(it, take), expected);
@@ -155,7 +192,7 @@ TEST(pool_extent_set, a_long_bin_still_yields_its_only_fit) {
               pool_extent_set::insert_result::inserted);
   auto const it = set.best_fit(fits);
   ASSERT_TRUE(it != set.extents().end());
-  EXPECT_EQ(it->first, chunk.base);
+  EXPECT_EQ(it->second.start, chunk.base);
   // A fit in a larger bin is taken when the request's bin is long and holds none.
   EXPECT_EQ(set.take(it, fits), chunk.base);
   ASSERT_EQ(set.insert(chunk.base + 200 * 2048 * unit, 4096 * unit, 0, &chunk),
