@@ -108,8 +108,9 @@ struct pool_statistics {
 // thread keeps, per pool and stream, a bounded stack of free blocks per class: the common
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
 // overflow to and refill from per-stream class lists in batches. Behind those, free memory is a
-// coalescing best fit: extents ordered by address (for merging) and by size (O(log n) lookup),
-// never merged across chunks, in one set per owner: each stream's own (its *arena*, with its class
+// coalescing best fit: extents ordered by address (for merging) and binned by size (16 bins per
+// power of two, a bitmap of the bins in use: the smallest fit in a few bit scans), never merged
+// across chunks, in one set per owner: each stream's own (its *arena*, with its class
 // lists), and the free ones. A stream carves new blocks from its arena, and takes a slab (up to
 // 8 MiB) of the free extents when its arena runs dry. Larger requests are carved from the stream's
 // own extents, and freed back there, under its lock alone too; a miss goes to the best fit of the
