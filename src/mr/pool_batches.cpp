@@ -21,6 +21,8 @@ constexpr std::size_t pool_slab_bytes = 8 * MiB;
 // A stream merges all of its class lists back, under its own lock, at most this often between two
 // growths it makes.
 constexpr std::uint64_t pool_full_drains_per_growth = 8;
+// The large path's fences on one stream pending before that stream polls them itself.
+constexpr std::size_t pool_large_fences_polled = 8;
 
 }  // namespace
 
@@ -268,9 +270,19 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
   if (fence) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++lock_acquisitions_;
-    after_give_back_locked(s, 0);
+    fence_large_locked(s);
   }
   return own_free::taken;
+}
+
+void pool_state::fence_large_locked(pool_stream& s) noexcept {
+  if (streams_.size() < 2 || !fenceable(s)) return;
+  try {
+    fence_locked(s);
+    if (s.fences.size() >= pool_large_fences_polled) poll_stream_locked(s);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": fence failed: " + e.what());
+  }
 }
 
 void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {

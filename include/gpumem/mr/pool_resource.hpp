@@ -45,12 +45,14 @@ struct pool_options {
   // when another stream runs short.
   std::size_t fence_bytes = 64 * MiB;
   // Before taking a new chunk, give back to the upstream every chunk that is completely free, or
-  // completely freed on the calling stream (in that stream's order, so the upstream may wait for
-  // it: cuda_resource synchronises the stream, and cudaFree waits for the device). Such chunks are
-  // too small for the request, and keeping them is what makes a workload whose sizes change (a
-  // training loop with varying shapes) hold far more than it uses. false: chunks go back only on
-  // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
-  // by a host function that waits for the allocating thread).
+  // completely free but for extents freed on the calling stream (in that stream's order, so the
+  // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
+  // device), and was so at the previous growth too (one free at a single growth is often taken
+  // again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
+  // round). Such chunks are too small for the request, and keeping them is what makes a workload
+  // whose sizes change (a training loop with varying shapes) hold far more than it uses. false:
+  // chunks go back only on trim() and destruction, and growth never waits (needed when the
+  // calling stream may be blocked by a host function that waits for the allocating thread).
   bool trim_before_growth = true;
   // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
   // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
