@@ -168,14 +168,14 @@ struct pool_statistics {
 // freeing) and only when those park at least half of what the pool holds (at most once per
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
-// every completely free chunk, or chunk wholly owned by the calling stream, goes back to the
-// upstream. A pool too tight for its workload would merge its lists back on almost every miss
-// (and then carve the merged memory up again): after 8 such misses under the mutex since the last
-// growth, the next one grows the pool instead (still within maximum_size, still trimming first).
-// A growth takes chunk_size for every stream that ran short since the last one, up to the pool's
-// share per stream (pool_options::chunk_size): with many streams allocating, it leaves room for
-// the next misses of all of them, where each would otherwise make its own upstream call
-// (concurrent cudaMalloc calls wait for each other in the driver).
+// every chunk unused at this growth and the previous one (free, or free but for extents of the
+// calling stream) goes back to the upstream. A pool too tight for its workload would merge its
+// lists back on almost every miss (and then carve the merged memory up again): after 8 such misses
+// under the mutex since the last growth, the next one grows the pool instead (still within
+// maximum_size, still trimming first). A growth takes chunk_size for every stream that ran short
+// since the last one, up to the pool's share per stream (pool_options::chunk_size): with many
+// streams allocating, it leaves room for the next misses of all of them, where each would otherwise
+// make its own upstream call (concurrent cudaMalloc calls wait for each other in the driver).
 //
 // Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
 // reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the
