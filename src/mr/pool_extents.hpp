@@ -35,8 +35,8 @@ struct pool_chunk {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   bool mapped = false;  // the virtual range of an expandable pool, not an upstream chunk
-  // Under the pool's mutex: the trims before a growth in a row that found the chunk wholly free.
-  std::uint32_t free_streak = 0;
+  // Under the pool's mutex: the trims before a growth that found the chunk wholly unused.
+  std::uint32_t unused_sightings = 0;
 };
 
 struct pool_extent;

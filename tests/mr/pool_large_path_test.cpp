@@ -105,8 +105,8 @@ TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
 TEST_F(pool_test, a_chunk_split_between_free_and_stream_extents_goes_back_before_a_growth) {
   // A growth adds its chunk to the free extents; a block carved from it and freed goes to the
   // stream's extents, next to the rest of the chunk, still free: the chunk is wholly unused, in
-  // two sets that never merge. Growth must see that and give it back (after two growths that find
-  // it so), as it does a chunk in one piece.
+  // two sets that never merge. Growth must see that and give it back (at the second growth that
+  // finds it so), as it does a chunk in one piece.
   pool_options options;
   options.max_cached_size = 0;
   pool_resource pool(upstream, options);

@@ -47,8 +47,8 @@ struct pool_options {
   // Before taking a new chunk, give back to the upstream every chunk that is completely free, or
   // completely free but for extents freed on the calling stream (in that stream's order, so the
   // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
-  // device), and was so at the previous growth too (one free at a single growth is often taken
-  // again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
+  // device), and was found so by an earlier growth too (one free at a single growth is often
+  // taken again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
   // round). Such chunks are too small for the request, and keeping them is what makes a workload
   // whose sizes change (a training loop with varying shapes) hold far more than it uses. false:
   // chunks go back only on trim() and destruction, and growth never waits (needed when the
@@ -168,7 +168,7 @@ struct pool_statistics {
 // freeing) and only when those park at least half of what the pool holds (at most once per
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
-// every chunk unused at this growth and the previous one (free, or free but for extents of the
+// every chunk found unused by this growth and an earlier one (free, or free but for extents of the
 // calling stream) goes back to the upstream. A pool too tight for its workload would merge its
 // lists back on almost every miss (and then carve the merged memory up again): after 8 such misses
 // under the mutex since the last growth, the next one grows the pool instead (still within
