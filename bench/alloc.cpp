@@ -90,6 +90,9 @@ struct result {
   double ns = -1;                // per pair (wall time / all threads' pairs); -1: out of memory
   double held = 0;               // peak bytes held / the sum of the traces' peak bytes live
   double events_per_large = -1;  // gpumem: events recorded per free above max_cached_size
+  // gpumem: upstream allocations + deallocations per timed run (a warm pool that still grows or
+  // trims makes a cudaMalloc or cudaFree for each).
+  double upstream_calls = -1;
 };
 
 std::size_t device_bytes_in_use() {
@@ -121,6 +124,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
       auto* pool = dynamic_cast<pool_resource*>(mr.get());
       std::vector<double> runs;
       std::uint64_t events = 0;
+      std::uint64_t upstream_calls = 0;
       for (int rep = 0; rep < repetitions; ++rep) {
         pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
         double const upstream_before = pools_upstream->seconds();
@@ -132,16 +136,19 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         // spread of the threads' own times shows a straggler.
         pool_statistics const s = pool->statistics();
         events += s.events_recorded - before.events_recorded;
+        upstream_calls += s.upstream_allocations - before.upstream_allocations +
+                          s.upstream_deallocations - before.upstream_deallocations;
         std::sort(own.begin(), own.end());
         std::fprintf(
             stderr,
-            "%s %s/%d threads, run %d: %llu upstream allocations (%.2f ms in the upstream, all "
-            "threads), %llu reclaims, %llu events, %.4f lock acquisitions per pair, held %zu "
-            "B "
-            "(%.2fx the sum of the traces' peaks); ms per thread min %.2f median %.2f max %.2f, "
-            "wall %.2f\n",
+            "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
+            "the upstream, all threads), %llu reclaims, %llu events, %.4f lock acquisitions per "
+            "pair, held %zu B (%.2fx the sum of the traces' peaks); ms per thread min %.2f median "
+            "%.2f max %.2f, wall %.2f\n",
             c.name.c_str(), spec.name.c_str(), threads, rep + 1,
             static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
+            static_cast<unsigned long long>(s.upstream_deallocations -
+                                            before.upstream_deallocations),
             (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
@@ -156,6 +163,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
           pool != nullptr ? pool->statistics().peak_held_bytes
                           : device_bytes_in_use() - std::min(device_bytes_in_use(), in_use_before);
       out.held = static_cast<double>(held) / static_cast<double>(peaks);
+      if (pool != nullptr) out.upstream_calls = static_cast<double>(upstream_calls) / repetitions;
       if (pool != nullptr && large_frees > 0)
         out.events_per_large =
             static_cast<double>(events) / static_cast<double>(large_frees * repetitions);
@@ -174,7 +182,9 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
 
 struct replay_numbers {
   double ns_per_pair = -1;
-  double fragmentation = 0;
+  double fragmentation = 0;       // gpumem: peak held / peak live after the cold replay
+  double warm_fragmentation = 0;  // the same after the warm replays too
+  double upstream_calls = -1;     // gpumem: upstream allocations + frees per warm replay
 };
 
 replay_numbers measure_replay(competitor const& c, std::vector<log_event> const& events) {
@@ -192,9 +202,20 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
         out.fragmentation = static_cast<double>(pool->statistics().peak_held_bytes) /
                             static_cast<double>(cold.peak_live_bytes);
       std::vector<double> runs;  // ns per pair of each warm replay
-      for (int rep = 0; rep < (c.warm_up ? repetitions : 1); ++rep) {
+      pool_statistics const before = pool != nullptr ? pool->statistics() : pool_statistics{};
+      int const warm_runs = c.warm_up ? repetitions : 1;
+      for (int rep = 0; rep < warm_runs; ++rep) {
         replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
         runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
+      }
+      if (pool != nullptr) {
+        pool_statistics const after = pool->statistics();
+        out.warm_fragmentation =
+            static_cast<double>(after.peak_held_bytes) / static_cast<double>(cold.peak_live_bytes);
+        out.upstream_calls =
+            static_cast<double>(after.upstream_allocations - before.upstream_allocations +
+                                after.upstream_deallocations - before.upstream_deallocations) /
+            warm_runs;
       }
       std::sort(runs.begin(), runs.end());
       out.ns_per_pair = runs[runs.size() / 2];
@@ -337,6 +358,7 @@ int run(int argc, char** argv) {
     double single = 0;
     double worst_held = 0;
     double events = -1;
+    std::string upstream_calls;  // per thread count
     for (int threads : thread_counts) {
       std::vector<std::string> row{spec.name, std::to_string(threads)};
       std::vector<std::string> held_row = row;
@@ -345,6 +367,8 @@ int run(int argc, char** argv) {
       held_row.push_back(fixed(mine.held, 2));
       worst_held = std::max(worst_held, mine.held);
       events = std::max(events, mine.events_per_large);
+      upstream_calls += (upstream_calls.empty() ? "" : ", ") + std::to_string(threads) + "t " +
+                        (mine.upstream_calls < 0 ? "-" : fixed(mine.upstream_calls, 1));
       double best = std::numeric_limits<double>::max();  // the fastest competitor
       for (std::size_t i = 1; i < competitors.size(); ++i) {
         result const other = measure(competitors[i], spec, threads);
@@ -379,6 +403,8 @@ int run(int argc, char** argv) {
     if (events >= 0)
       goals.push_back(spec.name +
                       ": gpumem events recorded per free above 4 MiB: " + fixed(events, 3));
+    goals.push_back(spec.name +
+                    ": gpumem upstream allocations + frees per timed run: " + upstream_calls);
   }
 
   // Replay of the recorded log.
@@ -406,6 +432,10 @@ int run(int argc, char** argv) {
     memory.add(held_row);
     goal("replay fragmentation <= 1.15", mine.fragmentation,
          mine.fragmentation > 0 && mine.fragmentation <= 1.15);
+    goals.push_back("replay: gpumem peak held / peak live after the warm replays too: " +
+                    fixed(mine.warm_fragmentation, 3) +
+                    "; upstream allocations + frees per warm replay: " +
+                    (mine.upstream_calls < 0 ? "-" : fixed(mine.upstream_calls, 1)));
   }
   std::printf("\n");
   speed.print();

@@ -14,6 +14,7 @@
 #include "vmm_registry.hpp"
 
 #include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/config.hpp>
 #include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -24,6 +25,7 @@
 
 #include <fcntl.h>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +50,19 @@ using namespace detail::host;
 // The per-thread default stream's handle, the value CUDA gives cudaStreamPerThread.
 stream_handle const per_thread_handle = reinterpret_cast<stream_handle>(std::uintptr_t{0x2});
 
+// Moves whenever a host backend destroys a stream or is destroyed itself: a stream id a thread
+// remembers (host_backend::stream_id) is good while this has not moved.
+std::atomic<std::uint64_t> stream_generation{0};
+
+// The last stream whose id the calling thread asked for (trivial: no destructor at thread exit).
+struct remembered_stream_id {
+  void const* backend;
+  stream_handle handle;
+  std::uint64_t id;
+  std::uint64_t generation;
+};
+GPUMEM_TLS_INITIAL_EXEC thread_local remembered_stream_id last_stream_id{};
+
 constexpr std::array<std::uint8_t, 8> ipc_magic{'g', 'p', 'u', 'm', 'e', 'm', 'h', '1'};
 
 struct ipc_payload {
@@ -65,6 +80,7 @@ class host_backend final : public detail::vmm_backend {
       : arena_(options.capacity, options.alignment), vmm_(make_host_vmm_operations(arena_)) {}
 
   ~host_backend() override {
+    stream_generation.fetch_add(1, std::memory_order_acq_rel);
     // Streams first: their queued tasks may still touch the arena.
     default_stream_.reset();
     per_thread_streams_.clear();
@@ -223,6 +239,7 @@ class host_backend final : public detail::vmm_backend {
   }
   void destroy_stream(stream_handle stream) override {
     if (stream == nullptr) return;
+    stream_generation.fetch_add(1, std::memory_order_acq_rel);  // before its address can be reused
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (streams_.erase(stream) == 0)
@@ -235,7 +252,20 @@ class host_backend final : public detail::vmm_backend {
   bool query_stream(stream_handle stream) override { return resolve(stream).idle(); }
   // As CUDA's cudaStreamPerThread: one handle that names the calling thread's own stream.
   stream_handle per_thread_default_stream() override { return per_thread_handle; }
-  std::uint64_t stream_id(stream_handle stream) override { return resolve(stream).id; }
+  // Asked by a pool on every call (its per-stream state is keyed by the id). A thread remembers
+  // the last created stream it asked about until any stream is destroyed, so that the common case
+  // takes no lock shared by all threads (resolve's); a destroyed stream is still reported, since
+  // its destruction forgets every remembered id.
+  std::uint64_t stream_id(stream_handle stream) override {
+    if (stream == nullptr || stream == per_thread_handle) return resolve(stream).id;
+    remembered_stream_id& last = last_stream_id;
+    std::uint64_t const generation = stream_generation.load(std::memory_order_acquire);
+    if (last.backend == this && last.handle == stream && last.generation == generation)
+      return last.id;
+    std::uint64_t const id = resolve(stream).id;
+    last = {this, stream, id, generation};
+    return id;
+  }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     resolve(stream).enqueue(std::move(fn));
   }

@@ -21,6 +21,8 @@ constexpr std::size_t pool_slab_bytes = 8 * MiB;
 // A stream merges all of its class lists back, under its own lock, at most this often between two
 // growths it makes.
 constexpr std::uint64_t pool_full_drains_per_growth = 8;
+// The large path's fences on one stream pending before that stream polls them itself.
+constexpr std::size_t pool_large_fences_polled = 8;
 
 }  // namespace
 
@@ -105,7 +107,7 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
   if (it != free_.extents().end()) {
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
     std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
-    std::uintptr_t const base = it->first;
+    std::uintptr_t const base = it->second.start;
     if (slab > n * size) {
       // The rest goes to the stream first: that insert may fail (then the slab is just the
       // batch), the take below cannot.
@@ -202,7 +204,7 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
   if (s.extents.empty()) return nullptr;
   auto const it = s.extents.best_fit(size);
   if (it == s.extents.extents().end()) return nullptr;
-  std::uintptr_t const addr = it->first;  // take() cuts from the start
+  std::uintptr_t const addr = it->second.start;  // take() cuts from the start
   try {
     large_blocks_.insert(addr, {size, it->second.chunk});
   } catch (std::bad_alloc const&) {
@@ -268,9 +270,19 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
   if (fence) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++lock_acquisitions_;
-    after_give_back_locked(s, 0);
+    fence_large_locked(s);
   }
   return own_free::taken;
+}
+
+void pool_state::fence_large_locked(pool_stream& s) noexcept {
+  if (streams_.size() < 2 || !fenceable(s)) return;
+  try {
+    fence_locked(s);
+    if (s.fences.size() >= pool_large_fences_polled) poll_stream_locked(s);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": fence failed: " + e.what());
+  }
 }
 
 void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {

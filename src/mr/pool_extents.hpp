@@ -1,15 +1,31 @@
 // The coalescing best fit of pool_resource (private to src/mr/pool_*.cpp): the extents of one
-// owner, by address (to merge neighbours) and by size (O(log n) best fit). The pool has one set
-// for the extents free for every stream (under its mutex) and one per stream (under that stream's
-// lock), so that a stream carves from its own extents without the pool's mutex.
+// owner, by address (to merge neighbours) and by size (the best fit). The pool has one set for the
+// extents free for every stream (under its mutex) and one per stream (under that stream's lock),
+// so that a stream carves from its own extents without the pool's mutex.
+//
+// By address: an ordered map keyed by each extent's END (merging needs the neighbours of a range),
+// so that the common changes move no node: carving a block from the start of an extent, and
+// handing back a block that joins the extent after it, change only the extent's start and size.
+// By size: segregated bins
+// (16 per power of two, so sizes in a bin differ by at most 1/16), each an intrusive list of the
+// bin's extents, with a two-level bitmap of the bins in use: finding the bin of a fit is a few bit
+// scans, and adding or removing an extent is O(1) with no allocation (an ordered index of sizes
+// cost a tree insert and erase, each a rebalance, for every block carved or handed back). The fit
+// is the smallest extent of at least the request (the lowest address among equals): the bin of the
+// request is searched for the smallest that fits, else the next bin in use for its smallest; a bin
+// is searched only up to pool_extent_set::scan_limit entries, past which the smallest found so far
+// is taken (within 1/16 of the best). Nodes of erased extents are kept for the next insert (a few),
+// so handing back a block that joins no neighbour rarely allocates.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
-#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace gpumem::detail {
 
@@ -19,20 +35,38 @@ struct pool_chunk {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   bool mapped = false;  // the virtual range of an expandable pool, not an upstream chunk
+  // Under the pool's mutex: the trims before a growth that found the chunk wholly unused.
+  std::uint32_t unused_sightings = 0;
 };
 
+struct pool_extent;
+// An element of a set's address map; its bin links point at elements of the same map.
+using pool_extent_entry = std::pair<std::uintptr_t const, pool_extent>;
+
 struct pool_extent {
+  std::uintptr_t start = 0;  // the map's key is start + size
   std::size_t size = 0;
   std::uint64_t epoch = 0;  // of its owner's fences (0 for free extents)
   pool_chunk* chunk = nullptr;
+  // The set's size bins (intrusive, maintained by pool_extent_set alone).
+  pool_extent_entry* bin_prev = nullptr;
+  pool_extent_entry* bin_next = nullptr;
 };
 
 // Not thread safe: its owner's lock guards it. bytes() may be read without that lock, as a hint.
+// Sizes are multiples of 256 bytes (pool_granularity). The map (end -> extent, in address order)
+// is exposed for ordered walks; extents are changed only through the set's members (a start or
+// size changed behind its back would leave the extent under the wrong key or in the wrong bin).
 class pool_extent_set {
  public:
   using map = std::map<std::uintptr_t, pool_extent>;
-  using size_index = std::set<std::pair<std::size_t, std::uintptr_t>>;
   enum class insert_result { inserted, outside_chunk, overlaps };
+  // Entries of one bin examined at most by a fit before it settles for the smallest seen.
+  static constexpr std::size_t scan_limit = 32;
+
+  pool_extent_set() = default;
+  pool_extent_set(pool_extent_set const&) = delete;
+  pool_extent_set& operator=(pool_extent_set const&) = delete;
 
   // Adds [addr, addr + size) of `chunk`, merged with adjacent extents of the same chunk (the merged
   // extent takes the later epoch). Refuses a range outside the chunk or overlapping an extent of
@@ -40,24 +74,49 @@ class pool_extent_set {
   insert_result insert(std::uintptr_t addr, std::size_t size, std::uint64_t epoch,
                        pool_chunk* chunk);
   map::iterator erase(map::iterator it) noexcept;
-  // The smallest extent of at least `size` bytes (end() if none).
+  // The smallest extent of at least `size` bytes (end() if none; see the file comment).
   map::iterator best_fit(std::size_t size);
   // For a batch: the best fit for `count` blocks of `size` bytes, else for one (end() if none).
   map::iterator best_fit_batch(std::size_t size, std::uint32_t count);
   // Takes `size` bytes (at most the extent's) from the start of `it`; the rest stays, with its
-  // epoch. Returns their address. Never allocates.
+  // epoch and node. Returns their address. Never allocates.
   std::uintptr_t take(map::iterator it, std::size_t size) noexcept;
   // Removes `size` bytes (at most the extent's) from the end of `it`. Never allocates.
   void cut_back(map::iterator it, std::size_t size) noexcept;
+  // The extent starting at / ending at an address (end() if none).
+  map::iterator find_start(std::uintptr_t addr) noexcept;
+  map::iterator find_end(std::uintptr_t end) noexcept { return by_end_.find(end); }
+  // True if [addr, addr + size) overlaps an extent of the set.
+  bool overlaps(std::uintptr_t addr, std::size_t size) const noexcept;
 
   std::size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
-  std::size_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }
-  bool empty() const noexcept { return by_addr_.empty(); }
-  map& extents() noexcept { return by_addr_; }
-  map const& extents() const noexcept { return by_addr_; }
-  size_index const& index() const noexcept { return by_size_; }
+  std::size_t largest() const noexcept;
+  std::size_t count() const noexcept { return by_end_.size(); }
+  bool empty() const noexcept { return by_end_.empty(); }
+  map& extents() noexcept { return by_end_; }
+  map const& extents() const noexcept { return by_end_; }
+  // Full check of the index (check_invariants): every key the end of its extent, every extent in
+  // the bin of its size exactly once, the bitmaps naming exactly the bins in use. Empty if sound,
+  // else the first problem.
+  std::string validate_index() const;
+
+  // The bin of a size (public for tests): 16 bins per power of two of 256-byte units.
+  static unsigned bin_of(std::size_t size) noexcept;
 
  private:
+  static constexpr unsigned bins = 64 * 14;  // covers every 64-bit size
+  static constexpr unsigned bin_words = bins / 64;
+
+  void link(pool_extent_entry& e) noexcept;
+  void unlink(pool_extent_entry& e) noexcept;
+  // The first bin at or after `bin` that holds an extent (bins if none).
+  unsigned next_bin(unsigned bin) const noexcept;
+  // A map node for extent `e`: a kept one if any. May throw std::bad_alloc.
+  map::iterator emplace(map::iterator hint, pool_extent const& e);
+  // Gives `it` a new key (its end moved); the order of the extents is unchanged.
+  map::iterator rekey(map::iterator it, std::uintptr_t end) noexcept;
+  // Removes `it`'s node from the map, keeping it for the next insert when there is room.
+  void drop_node(map::iterator it) noexcept;
   void add_bytes(std::size_t size) noexcept {
     bytes_.store(bytes() + size, std::memory_order_relaxed);
   }
@@ -65,8 +124,13 @@ class pool_extent_set {
     bytes_.store(bytes() - size, std::memory_order_relaxed);
   }
 
-  map by_addr_;
-  size_index by_size_;
+  map by_end_;
+  std::array<pool_extent_entry*, bins> heads_{};
+  std::array<std::uint64_t, bin_words> used_{};  // bit b % 64 of word b / 64: bin b in use
+  std::uint64_t used_words_ = 0;                 // bit w: used_[w] != 0
+  // Nodes of erased extents, for the next inserts (at most spare_limit).
+  static constexpr std::size_t spare_limit = 8;
+  std::vector<map::node_type> spare_;
   std::atomic<std::size_t> bytes_{0};
 };
 

@@ -15,6 +15,8 @@ namespace {
 
 // Growth takes at least chunk_size, and otherwise the request rounded to this step.
 constexpr std::size_t growth_rounding = 2 * MiB;
+// Trims before a growth that must find a chunk unused before it goes back.
+constexpr std::uint32_t pool_trim_sightings = 2;
 
 }  // namespace
 
@@ -135,6 +137,38 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   ++upstream_allocations_;
 }
 
+bool pool_state::wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept {
+  std::uintptr_t const end = chunk.base + chunk.size;
+  for (std::uintptr_t at = chunk.base; at < end;) {
+    auto e = free_.find_start(at);
+    if (e == free_.extents().end() || e->second.chunk != &chunk) {
+      if (stream == nullptr) return false;
+      e = stream->extents.find_start(at);
+      if (e == stream->extents.extents().end() || e->second.chunk != &chunk) return false;
+    }
+    at += e->second.size;
+  }
+  return true;
+}
+
+bool pool_state::erase_cover_locked(pool_chunk const& chunk, pool_stream* stream) noexcept {
+  bool owned = false;
+  std::uintptr_t const end = chunk.base + chunk.size;
+  for (std::uintptr_t at = chunk.base; at < end;) {
+    auto e = free_.find_start(at);
+    if (e != free_.extents().end() && e->second.chunk == &chunk) {
+      at += e->second.size;
+      free_.erase(e);
+      continue;
+    }
+    e = stream->extents.find_start(at);  // wholly_free_locked found it there
+    at += e->second.size;
+    stream->extents.erase(e);
+    owned = true;
+  }
+  return owned;
+}
+
 std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
                                     std::vector<pool_retired_chunk>* later) {
   scoped_device const on_device(backend_, device_);
@@ -146,26 +180,32 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
       ++it;
       continue;
     }
-    // The chunk is one free extent, or one extent of `stream` (given back in that stream's
-    // order: the upstream's contract makes it wait for, or order after, the work queued there
-    // before the frees). A chunk in use has no extent starting at its base as large as itself.
-    stream_handle order = nullptr;
-    auto e = free_.extents().find(chunk.base);
-    if (e != free_.extents().end() && e->second.size == chunk.size) {
-      free_.erase(e);
-    } else if (stream != nullptr) {
-      std::lock_guard<std::mutex> arena(stream->mutex);
-      e = stream->extents.extents().find(chunk.base);
-      if (e == stream->extents.extents().end() || e->second.size != chunk.size) {
-        ++it;
-        continue;
-      }
-      stream->extents.erase(e);
-      order = stream->handle;
-    } else {
+    // The chunk is wholly free: extents free for every stream and, when `stream` is given,
+    // extents of that stream (given back in that stream's order: the upstream's contract makes it
+    // wait for, or order after, the work queued there before the frees). A chunk is often split
+    // between the two: a growth adds it to the free extents, the stream carves a block from it and
+    // frees the block into its own extents, next to the rest still free, and the two are never
+    // merged (they have different owners). A chunk in use has a gap in that cover.
+    std::unique_lock<std::mutex> arena;
+    if (stream != nullptr) arena = std::unique_lock<std::mutex>(stream->mutex);
+    if (!wholly_free_locked(chunk, stream)) {
       ++it;
       continue;
     }
+    // Before a growth, a chunk goes back at the second trim that finds it unused: a chunk that
+    // the loop's current phase left free is often what its next phase takes again, and giving it
+    // back at once would cost a cudaFree now and a cudaMalloc then, on many rounds of the loop.
+    // Measured on the host (one thread, the large trace, five passes: held / peak live, upstream
+    // allocations + frees): at the first sighting 1.34, 296; at the second 1.33, 131; at the
+    // second of two trims in a row 1.35, 131; at the second with no block carved from the chunk
+    // in between 1.45, 98.
+    if (later != nullptr && ++chunk.unused_sightings < pool_trim_sightings) {
+      ++it;
+      continue;
+    }
+    stream_handle const order =
+        erase_cover_locked(chunk, stream) && stream != nullptr ? stream->handle : nullptr;
+    arena = {};
     if (later != nullptr)
       later->push_back({reinterpret_cast<void*>(chunk.base), chunk.size, order});
     else
@@ -203,7 +243,7 @@ void pool_state::throw_out_of_memory_locked(std::size_t size) {
   else
     detail << format_bytes(options_.maximum_size);
   detail << "); largest free block " << format_bytes(largest) << "; free "
-         << format_bytes(free_bytes) << " in " << free_.index().size() << " extents, fragmentation "
+         << format_bytes(free_bytes) << " in " << free_.count() << " extents, fragmentation "
          << static_cast<int>(fragmentation * 100.0 + 0.5)
          << "% (1 - largest/free); waiting on streams " << format_bytes(owned + listed)
          << "; in thread caches " << format_bytes(cached);

@@ -321,19 +321,15 @@ void pool_state::reset_full_drains(pool_stream& s) noexcept {
 bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
   std::lock_guard<std::mutex> arena(s.mutex);
   if (s.extents.empty() || free_.empty()) return false;
-  auto const& own = s.extents.extents();
+  auto const none = s.extents.extents().end();
   for (auto it = free_.extents().begin(); it != free_.extents().end(); ++it) {
-    std::uintptr_t const addr = it->first;
     pool_extent const e = it->second;
+    std::uintptr_t const addr = e.start;
     std::size_t merged = e.size;
-    auto const next = own.lower_bound(addr);
-    if (next != own.end() && next->first == addr + e.size && next->second.chunk == e.chunk)
-      merged += next->second.size;
-    if (next != own.begin()) {
-      auto const prev = std::prev(next);
-      if (prev->first + prev->second.size == addr && prev->second.chunk == e.chunk)
-        merged += prev->second.size;
-    }
+    auto const next = s.extents.find_start(addr + e.size);
+    if (next != none && next->second.chunk == e.chunk) merged += next->second.size;
+    auto const prev = s.extents.find_end(addr);
+    if (prev != none && prev->second.chunk == e.chunk) merged += prev->second.size;
     if (merged == e.size || merged < size) continue;
     // Merging with a neighbour reuses its nodes: once the erase is done the insert cannot fail.
     free_.erase(it);
@@ -344,16 +340,10 @@ bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
 }
 
 bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
-  auto overlaps = [&](pool_extent_set const& set) {
-    auto const& extents = set.extents();
-    auto next = extents.lower_bound(addr);
-    if (next != extents.end() && next->first < addr + size) return true;
-    return next != extents.begin() && std::prev(next)->first + std::prev(next)->second.size > addr;
-  };
-  bool found = overlaps(free_);
+  bool found = free_.overlaps(addr, size);
   for (auto it = streams_.begin(); !found && it != streams_.end(); ++it) {
     std::lock_guard<std::mutex> arena(it->second->mutex);
-    found = overlaps(it->second->extents);
+    found = it->second->extents.overlaps(addr, size);
   }
   if (found) log_overlap(addr, size);
   return found;

@@ -276,6 +276,11 @@ class pool_state {
     return std::max(options_.fence_bytes, held_hint_.load(std::memory_order_relaxed) / 8);
   }
   void* allocate_large(std::size_t size, std::size_t requested, stream_handle stream);
+  // The large path's fence on `s` (mutex_ held): one event over what `s` handed back. Not polled
+  // at once (a fence found complete hands all of the stream's extents to the free ones, and the
+  // stream would then take the mutex for each of its next blocks): a stream short of memory polls
+  // every fence; `s` polls its own only once pool_large_fences_polled of them are pending.
+  void fence_large_locked(pool_stream& s) noexcept;
   void deallocate_large(void* ptr, std::size_t size, std::size_t requested,
                         stream_handle stream) noexcept;
   // A cached size without a thread cache (none could be made, or the thread is exiting).
@@ -438,6 +443,10 @@ class pool_state {
   // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
   // meanwhile). The pool's state may have changed when it returns.
   void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream);
+  // True if `chunk` is covered by free extents and (when given) extents of `stream`, whose lock
+  // the caller holds. erase_cover_locked removes that cover; true if part of it was `stream`'s.
+  bool wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
+  bool erase_cover_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
   std::size_t shrink_range_locked() noexcept;
   // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
   // the range has no room for `size` or the device no memory.

@@ -188,9 +188,10 @@ void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
     }
     try {
       // Same chunk, so it is inside one; no overlap with free extents unless the pool is corrupt.
-      add_extent(free_, it->first, it->second.size, 0, it->second.chunk);
+      add_extent(free_, it->second.start, it->second.size, 0, it->second.chunk);
     } catch (std::exception const& e) {
-      log(log_level::error, name() + ": could not free " + pool_hex(it->first) + ": " + e.what());
+      log(log_level::error,
+          name() + ": could not free " + pool_hex(it->second.start) + ": " + e.what());
       ++it;
       continue;
     }

@@ -72,12 +72,8 @@ std::size_t pool_vrange::shrink(std::size_t keep) noexcept {
 pool_state::extent_map::iterator pool_state::range_tail_locked() noexcept {
   auto& free = free_.extents();
   if (vrange_chunk_ == nullptr || vrange_chunk_->size == 0) return free.end();
-  std::uintptr_t const end = vrange_chunk_->base + vrange_chunk_->size;
-  auto it = free.lower_bound(end);
-  if (it == free.begin()) return free.end();
-  --it;
-  bool const free_end = it->second.chunk == vrange_chunk_ && it->first + it->second.size == end;
-  return free_end ? it : free.end();
+  auto const it = free.find(vrange_chunk_->base + vrange_chunk_->size);  // keyed by the end
+  return it != free.end() && it->second.chunk == vrange_chunk_ ? it : free.end();
 }
 
 bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size) {
@@ -113,7 +109,7 @@ bool pool_state::grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t
       std::min({std::max(missing, chunk), pool_round_up_to(need, granularity) + chunk,
                 vrange_->room(), limit});
   if (step < missing || step == 0) return false;
-  std::uintptr_t const claim_at = has_tail ? tail->first : 0;
+  std::uintptr_t const claim_at = has_tail ? tail->second.start : 0;
   std::size_t const claim = tail_bytes;
   if (claim > 0) free_.erase(tail);
   claimed_bytes_ += claim;
@@ -169,7 +165,7 @@ std::size_t pool_state::shrink_range_locked() noexcept {
   std::uintptr_t const base = vrange_chunk_->base;
   auto const it = range_tail_locked();
   if (it == free_.extents().end()) return 0;
-  std::uintptr_t const start = it->first;
+  std::uintptr_t const start = it->second.start;
   std::size_t const released = vrange_->shrink(start - base);
   if (released == 0) return 0;
   free_.cut_back(it, released);  // released never exceeds the free end

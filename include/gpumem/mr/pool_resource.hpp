@@ -45,12 +45,14 @@ struct pool_options {
   // when another stream runs short.
   std::size_t fence_bytes = 64 * MiB;
   // Before taking a new chunk, give back to the upstream every chunk that is completely free, or
-  // completely freed on the calling stream (in that stream's order, so the upstream may wait for
-  // it: cuda_resource synchronises the stream, and cudaFree waits for the device). Such chunks are
-  // too small for the request, and keeping them is what makes a workload whose sizes change (a
-  // training loop with varying shapes) hold far more than it uses. false: chunks go back only on
-  // trim() and destruction, and growth never waits (needed when the calling stream may be blocked
-  // by a host function that waits for the allocating thread).
+  // completely free but for extents freed on the calling stream (in that stream's order, so the
+  // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
+  // device), and was found so by an earlier growth too (one free at a single growth is often
+  // taken again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
+  // round). Such chunks are too small for the request, and keeping them is what makes a workload
+  // whose sizes change (a training loop with varying shapes) hold far more than it uses. false:
+  // chunks go back only on trim() and destruction, and growth never waits (needed when the
+  // calling stream may be blocked by a host function that waits for the allocating thread).
   bool trim_before_growth = true;
   // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
   // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
@@ -118,8 +120,9 @@ struct pool_statistics {
 // thread keeps, per pool and stream, a bounded stack of free blocks per class: the common
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
 // overflow to and refill from per-stream class lists in batches. Behind those, free memory is a
-// coalescing best fit: extents ordered by address (for merging) and by size (O(log n) lookup),
-// never merged across chunks, in one set per owner: each stream's own (its *arena*, with its class
+// coalescing best fit: extents ordered by address (for merging) and binned by size (16 bins per
+// power of two, a bitmap of the bins in use: the smallest fit in a few bit scans), never merged
+// across chunks, in one set per owner: each stream's own (its *arena*, with its class
 // lists), and the free ones. A stream carves new blocks from its arena, and takes a slab (up to
 // 8 MiB) of the free extents when its arena runs dry. Larger requests are carved from the stream's
 // own extents, and freed back there, under its lock alone too; a miss goes to the best fit of the
@@ -175,14 +178,14 @@ struct pool_statistics {
 // freeing) and only when those park at least half of what the pool holds (at most once per
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
-// every completely free chunk, or chunk wholly owned by the calling stream, goes back to the
-// upstream. A pool too tight for its workload would merge its lists back on almost every miss
-// (and then carve the merged memory up again): after 8 such misses under the mutex since the last
-// growth, the next one grows the pool instead (still within maximum_size, still trimming first).
-// A growth takes chunk_size for every stream that ran short since the last one, up to the pool's
-// share per stream (pool_options::chunk_size): with many streams allocating, it leaves room for
-// the next misses of all of them, where each would otherwise make its own upstream call
-// (concurrent cudaMalloc calls wait for each other in the driver).
+// every chunk found unused by this growth and an earlier one (free, or free but for extents of the
+// calling stream) goes back to the upstream. A pool too tight for its workload would merge its
+// lists back on almost every miss (and then carve the merged memory up again): after 8 such misses
+// under the mutex since the last growth, the next one grows the pool instead (still within
+// maximum_size, still trimming first). A growth takes chunk_size for every stream that ran short
+// since the last one, up to the pool's share per stream (pool_options::chunk_size): with many
+// streams allocating, it leaves room for the next misses of all of them, where each would otherwise
+// make its own upstream call (concurrent cudaMalloc calls wait for each other in the driver).
 //
 // Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
 // reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the

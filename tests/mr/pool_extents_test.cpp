@@ -1,0 +1,208 @@
+// pool_extent_set (src/mr/pool_extents.hpp, private to the pool, compiled into this test): the size
+// bins, merging, refusals, and the best fit against a model (every extent in a std::map, the fit
+// found by a walk over all of them), with the set's own index check after every step.
+#include "pool_extents.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace gpumem::detail {
+namespace {
+
+constexpr std::size_t unit = 256;
+
+void expect_sound(pool_extent_set const& set) {
+  EXPECT_EQ(set.validate_index(), "");
+}
+
+TEST(pool_extent_set, bins_grow_with_size_and_hold_sizes_within_a_sixteenth) {
+  unsigned last = 0;
+  std::size_t bin_start = unit;
+  for (std::size_t size = unit; size <= (std::size_t{1} << 40);
+       size += size / 64 / unit * unit + unit) {
+    unsigned const bin = pool_extent_set::bin_of(size);
+    ASSERT_GE(bin, last) << size;
+    if (bin != last) bin_start = size;
+    // Every size in a bin is within 1/16 of the bin's first size (exact below 16 units).
+    ASSERT_LE(size - bin_start, bin_start / 16) << size;
+    last = bin;
+  }
+  EXPECT_LT(pool_extent_set::bin_of(~std::size_t{0}), 64u * 14u);
+  EXPECT_EQ(pool_extent_set::bin_of(unit), 1u);
+  EXPECT_NE(pool_extent_set::bin_of(unit), pool_extent_set::bin_of(2 * unit));
+}
+
+TEST(pool_extent_set, merges_neighbours_of_one_chunk_only_and_refuses_overlaps) {
+  pool_chunk a{0x100000, 64 * unit};
+  pool_chunk b{0x100000 + 64 * unit, 64 * unit};  // right after a
+  pool_extent_set set;
+  using r = pool_extent_set::insert_result;
+  EXPECT_EQ(set.insert(a.base + 4 * unit, 4 * unit, 1, &a), r::inserted);
+  EXPECT_EQ(set.insert(a.base + 12 * unit, 4 * unit, 2, &a), r::inserted);
+  EXPECT_EQ(set.insert(a.base + 8 * unit, 4 * unit, 1, &a), r::inserted);  // joins both
+  ASSERT_EQ(set.count(), 1u);
+  EXPECT_EQ(set.extents().begin()->second.start, a.base + 4 * unit);
+  EXPECT_EQ(set.extents().begin()->second.size, 12 * unit);
+  EXPECT_EQ(set.extents().begin()->second.epoch, 2u);           // the later epoch
+  EXPECT_EQ(set.insert(a.base, 4 * unit, 0, &a), r::inserted);  // joins the next alone
+  EXPECT_EQ(set.extents().begin()->second.start, a.base);
+  EXPECT_EQ(set.insert(a.base + 60 * unit, 4 * unit, 0, &a), r::inserted);
+  EXPECT_EQ(set.insert(b.base, 4 * unit, 0, &b), r::inserted);  // adjacent, another chunk
+  EXPECT_EQ(set.count(), 3u);
+  EXPECT_EQ(set.insert(a.base + 2 * unit, 4 * unit, 0, &a), r::overlaps);
+  EXPECT_EQ(set.insert(a.base + 62 * unit, 4 * unit, 0, &a), r::outside_chunk);
+  EXPECT_EQ(set.insert(a.base, unit, 0, nullptr), r::outside_chunk);
+  EXPECT_EQ(set.bytes(), 24 * unit);
+  EXPECT_EQ(set.largest(), 16 * unit);
+  expect_sound(set);
+  // Carving from the start and cutting the back keep the bins right.
+  auto const first = set.extents().begin();
+  EXPECT_EQ(set.take(first, 3 * unit), a.base);
+  EXPECT_EQ(set.extents().begin()->second.start, a.base + 3 * unit);
+  set.cut_back(set.extents().begin(), 5 * unit);
+  EXPECT_EQ(set.extents().begin()->second.size, 8 * unit);
+  EXPECT_EQ(set.bytes(), 16 * unit);
+  expect_sound(set);
+  while (!set.empty())
+    set.erase(set.extents().begin());
+  EXPECT_EQ(set.bytes(), 0u);
+  EXPECT_EQ(set.largest(), 0u);
+  expect_sound(set);
+}
+
+TEST(pool_extent_set, finds_extents_by_start_and_end_and_sees_overlaps) {
+  pool_chunk c{0x200000, 64 * unit};
+  pool_extent_set set;
+  ASSERT_EQ(set.insert(c.base + 8 * unit, 8 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  ASSERT_EQ(set.insert(c.base + 32 * unit, 8 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  auto const none = set.extents().end();
+  EXPECT_TRUE(set.find_start(c.base + 8 * unit) != none);
+  EXPECT_TRUE(set.find_start(c.base + 9 * unit) == none);
+  EXPECT_TRUE(set.find_end(c.base + 16 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 15 * unit) == none);
+  EXPECT_TRUE(set.overlaps(c.base + 15 * unit, unit));
+  EXPECT_TRUE(set.overlaps(c.base, 9 * unit));
+  EXPECT_TRUE(set.overlaps(c.base + 20 * unit, 13 * unit));
+  EXPECT_FALSE(set.overlaps(c.base + 16 * unit, 16 * unit));
+  EXPECT_FALSE(set.overlaps(c.base, 8 * unit));
+  // Cutting the back moves the key to the new end; carving the start keeps it.
+  set.cut_back(set.find_start(c.base + 32 * unit), 2 * unit);
+  EXPECT_TRUE(set.find_end(c.base + 38 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 40 * unit) == none);
+  EXPECT_EQ(set.take(set.find_start(c.base + 8 * unit), 2 * unit), c.base + 8 * unit);
+  EXPECT_TRUE(set.find_start(c.base + 10 * unit) != none);
+  EXPECT_TRUE(set.find_end(c.base + 16 * unit) != none);
+  // Joining the extent before (its end moves) and both at once.
+  ASSERT_EQ(set.insert(c.base + 16 * unit, 4 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  EXPECT_TRUE(set.find_end(c.base + 20 * unit) != none);
+  ASSERT_EQ(set.insert(c.base + 20 * unit, 12 * unit, 0, &c),
+            pool_extent_set::insert_result::inserted);
+  ASSERT_EQ(set.count(), 1u);
+  EXPECT_EQ(set.extents().begin()->second.start, c.base + 10 * unit);
+  EXPECT_EQ(set.extents().begin()->first, c.base + 38 * unit);
+  EXPECT_EQ(set.bytes(), 28 * unit);
+  expect_sound(set);
+}
+
+// The model: the smallest extent that fits, the lowest address among equals.
+std::uintptr_t model_fit(std::map<std::uintptr_t, std::size_t> const& model, std::size_t size) {
+  std::uintptr_t best = 0;
+  std::size_t best_size = 0;
+  for (auto const& [addr, s] : model)
+    if (s >= size && (best == 0 || s < best_size)) {
+      best = addr;
+      best_size = s;
+    }
+  return best;
+}
+
+TEST(pool_extent_set, best_fit_is_the_smallest_fit_against_a_model) {
+  std::mt19937_64 rng(7);
+  pool_chunk chunk{std::uintptr_t{1} << 32, std::size_t{1} << 30};
+  std::size_t const slots = chunk.size / unit;
+  for (int round = 0; round < 20; ++round) {
+    pool_extent_set set;
+    // Few extents (at most scan_limit in all), so that the fit must be exact.
+    std::map<std::uintptr_t, std::size_t> model;
+    for (int step = 0; step < 400; ++step) {
+      std::size_t const size = (1 + rng() % (round < 10 ? 64 : 40000)) * unit;
+      if (rng() % 3 != 0 && model.size() < pool_extent_set::scan_limit) {
+        std::uintptr_t const addr = chunk.base + (rng() % (slots - size / unit)) * unit;
+        auto next = model.lower_bound(addr);
+        bool const clear =
+            (next == model.end() || next->first >= addr + size) &&
+            (next == model.begin() || std::prev(next)->first + std::prev(next)->second <= addr);
+        auto const result = set.insert(addr, size, 0, &chunk);
+        ASSERT_EQ(result == pool_extent_set::insert_result::inserted, clear);
+        if (clear) {  // the model merges as the set does
+          std::uintptr_t start = addr;
+          std::size_t total = size;
+          next = model.lower_bound(addr);
+          if (next != model.begin() && std::prev(next)->first + std::prev(next)->second == addr) {
+            start = std::prev(next)->first;
+            total += std::prev(next)->second;
+            model.erase(std::prev(next));
+          }
+          next = model.lower_bound(addr);
+          if (next != model.end() && next->first == addr + size) {
+            total += next->second;
+            model.erase(next);
+          }
+          model[start] = total;
+        }
+      } else {
+        std::uintptr_t const expected = model_fit(model, size);
+        auto const it = set.best_fit(size);
+        if (expected == 0) {
+          ASSERT_TRUE(it == set.extents().end());
+          continue;
+        }
+        ASSERT_TRUE(it != set.extents().end());
+        ASSERT_EQ(it->second.start, expected) << size;
+        std::size_t const take = rng() % 2 ? size : it->second.size;
+        std::size_t const had = model[expected];
+        ASSERT_EQ(set.take(it, take), expected);
+        model.erase(expected);
+        if (had > take) model[expected + take] = had - take;
+      }
+      ASSERT_EQ(set.count(), model.size());
+      ASSERT_EQ(set.validate_index(), "");
+    }
+  }
+}
+
+TEST(pool_extent_set, a_long_bin_still_yields_its_only_fit) {
+  // Many extents of one bin, all one unit too small, and the one that fits the oldest (last in its
+  // bin's list, past the scan limit): with no larger bin in use, the fit must still be found.
+  pool_chunk chunk{std::uintptr_t{1} << 32, std::size_t{1} << 30};
+  pool_extent_set set;
+  std::size_t const fits = 1040 * unit;  // bin of 1024..1087 units
+  ASSERT_EQ(pool_extent_set::bin_of(fits), pool_extent_set::bin_of(1039 * unit));
+  ASSERT_EQ(set.insert(chunk.base, fits, 0, &chunk), pool_extent_set::insert_result::inserted);
+  for (std::size_t i = 1; i <= 3 * pool_extent_set::scan_limit; ++i)
+    ASSERT_EQ(set.insert(chunk.base + i * 2048 * unit, 1039 * unit, 0, &chunk),
+              pool_extent_set::insert_result::inserted);
+  auto const it = set.best_fit(fits);
+  ASSERT_TRUE(it != set.extents().end());
+  EXPECT_EQ(it->second.start, chunk.base);
+  // A fit in a larger bin is taken when the request's bin is long and holds none.
+  EXPECT_EQ(set.take(it, fits), chunk.base);
+  ASSERT_EQ(set.insert(chunk.base + 200 * 2048 * unit, 4096 * unit, 0, &chunk),
+            pool_extent_set::insert_result::inserted);
+  auto const larger = set.best_fit(1040 * unit);
+  ASSERT_TRUE(larger != set.extents().end());
+  EXPECT_EQ(larger->second.size, 4096 * unit);
+  EXPECT_TRUE(set.best_fit(4097 * unit) == set.extents().end());
+  expect_sound(set);
+}
+
+}  // namespace
+}  // namespace gpumem::detail

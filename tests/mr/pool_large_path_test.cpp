@@ -1,0 +1,159 @@
+// pool_resource's large path (blocks above max_cached_size): warm pairs on their own streams take
+// neither the pool's mutex nor an event per free, chunks left unused go back before a growth even
+// when split between the free extents and a stream's, best fit and coalescing keep a
+// shape-changing workload within its chunks, and a small workload on several streams holds a few
+// MiB, not a chunk per stream.
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include "pool_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+#include <vector>
+
+namespace gpumem {
+namespace {
+
+using test::pool_test;
+
+// Random large pairs on `stream`: sizes log-uniform over 5-40 MiB, at most 12 blocks live.
+struct large_churn {
+  pool_resource& pool;
+  stream_handle stream;
+  std::mt19937_64 rng;
+  std::vector<std::pair<void*, std::size_t>> live;
+  std::size_t frees = 0;
+
+  void step() {
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    if (live.size() < 12 && (live.empty() || rng() % 2)) {
+      double const lo = std::log(5.0 * MiB), hi = std::log(40.0 * MiB);
+      auto const bytes = static_cast<std::size_t>(std::exp(lo + unit(rng) * (hi - lo)));
+      live.emplace_back(pool.allocate(bytes, stream), bytes);
+    } else {
+      std::size_t const k = rng() % live.size();
+      pool.deallocate(live[k].first, live[k].second, stream);
+      live[k] = live.back();
+      live.pop_back();
+      ++frees;
+    }
+  }
+  ~large_churn() {
+    for (auto [p, bytes] : live)
+      pool.deallocate(p, bytes, stream);
+  }
+};
+
+TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per_free) {
+  // One thread drives both streams, so the counts are exact. Once each stream's extents hold what
+  // it uses, a large block is carved from and handed back to its stream's extents under that
+  // stream's lock alone, and a stream that takes back what it frees needs no fence.
+  pool_resource pool(upstream);
+  {
+    large_churn on_a{pool, a, std::mt19937_64(11), {}};
+    large_churn on_b{pool, b, std::mt19937_64(12), {}};
+    for (int i = 0; i < 4000; ++i) {  // warm up
+      on_a.step();
+      on_b.step();
+    }
+    pool_statistics const before = pool.statistics();
+    std::size_t const frees_before = on_a.frees + on_b.frees;
+    for (int i = 0; i < 4000; ++i) {
+      on_a.step();
+      on_b.step();
+    }
+    pool_statistics const after = pool.statistics();
+    std::size_t const frees = on_a.frees + on_b.frees - frees_before;
+    std::uint64_t const locks = after.lock_acquisitions - before.lock_acquisitions;
+    std::uint64_t const events = after.events_recorded - before.events_recorded;
+    ASSERT_GT(frees, 3000u);
+    EXPECT_LT(locks, frees / 50) << locks << " mutex acquisitions for " << frees << " frees";
+    EXPECT_LT(events, frees / 50) << events << " events for " << frees << " large frees";
+    pool.check_invariants();
+  }
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
+  // Growth starts at 2 MiB and grows by half of what the pool holds: four streams that each use
+  // about 1 MiB hold a few MiB, not the 32 MiB chunk_size each.
+  pool_resource pool(upstream);
+  std::vector<stream_handle> streams{a, b, backend().create_stream(true),
+                                     backend().create_stream(true)};
+  for (int round = 0; round < 3; ++round)
+    for (stream_handle s : streams) {
+      void* p = pool.allocate(700 * KiB, s);
+      void* q = pool.allocate(300 * KiB, s);
+      pool.deallocate(p, 700 * KiB, s);
+      pool.deallocate(q, 300 * KiB, s);
+    }
+  pool_statistics const st = pool.statistics();
+  EXPECT_LE(st.peak_held_bytes, 16 * MiB) << st.peak_held_bytes;
+  EXPECT_LT(st.peak_held_bytes, pool.options().chunk_size);
+  pool.check_invariants();
+  for (std::size_t i = 2; i < streams.size(); ++i) {
+    pool.release_stream(streams[i]);
+    backend().destroy_stream(streams[i]);
+  }
+}
+
+TEST_F(pool_test, a_chunk_split_between_free_and_stream_extents_goes_back_before_a_growth) {
+  // A growth adds its chunk to the free extents; a block carved from it and freed goes to the
+  // stream's extents, next to the rest of the chunk, still free: the chunk is wholly unused, in
+  // two sets that never merge. Growth must see that and give it back (at the second growth that
+  // finds it so), as it does a chunk in one piece.
+  pool_options options;
+  options.max_cached_size = 0;
+  pool_resource pool(upstream, options);
+  void* p = pool.allocate(5 * MiB, a);  // a chunk of 6 MiB: 1 MiB stays free
+  pool.deallocate(p, 5 * MiB, a);
+  ASSERT_EQ(pool.statistics().held_bytes, 6 * MiB);
+  void* q = pool.allocate(12 * MiB, a);  // the first growth finding it unused keeps it
+  EXPECT_EQ(pool.statistics().upstream_deallocations, 0u);
+  void* r = pool.allocate(16 * MiB, a);  // the second gives it back
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.upstream_deallocations, 1u);
+  EXPECT_EQ(st.held_bytes, 28 * MiB);
+  pool.check_invariants();
+  pool.deallocate(q, 12 * MiB, a);
+  pool.deallocate(r, 16 * MiB, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, large_blocks_of_changing_shapes_reuse_their_chunks) {
+  // One stream, blocks above max_cached_size whose sizes change every round (a loop with varying
+  // shapes): freed blocks coalesce and the best fit reuses them, so that after the first rounds the
+  // pool stops growing and holds well under twice the peak bytes live.
+  pool_resource pool(upstream);
+  std::mt19937_64 rng(5);
+  std::size_t peak_live = 0;
+  std::uint64_t growths_after_warm_up = 0;
+  for (int round = 0; round < 60; ++round) {
+    std::uint64_t const grown = pool.statistics().upstream_allocations;
+    std::size_t const unit_bytes = (5 + rng() % 12) * MiB;
+    std::vector<std::pair<void*, std::size_t>> live;
+    std::size_t live_bytes = 0;
+    for (int layer = 0; layer < 8; ++layer) {
+      std::size_t const bytes = unit_bytes + layer * 256 * KiB;
+      live.emplace_back(pool.allocate(bytes, a), bytes);
+      live_bytes += bytes;
+    }
+    peak_live = std::max(peak_live, live_bytes);
+    for (auto it = live.rbegin(); it != live.rend(); ++it)
+      pool.deallocate(it->first, it->second, a);
+    if (round >= 20) growths_after_warm_up += pool.statistics().upstream_allocations - grown;
+  }
+  pool_statistics const st = pool.statistics();
+  EXPECT_LE(growths_after_warm_up, 2u);
+  EXPECT_LT(st.peak_held_bytes, 2 * peak_live)
+      << st.peak_held_bytes << " held, " << peak_live << " live at the peak";
+  pool.check_invariants();
+}
+
+}  // namespace
+}  // namespace gpumem
