@@ -40,6 +40,15 @@
 
 namespace gpumem::frame {
 
+// The options of the buffers the frame layer makes from host data: device memory, copy-on-write
+// (writes through frames rely on the buffer's copy-on-write, column_ops.hpp), spillable where a
+// global spill manager is set.
+inline buffer_options frame_buffer_options() noexcept {
+  buffer_options options;
+  options.copy_on_write = true;
+  return options;
+}
+
 class series {
  public:
   // An empty int8 series.
@@ -47,13 +56,15 @@ class series {
   // `values` with `idx` (default: range_index(values.size())) and `name`.
   explicit series(column values, std::optional<frame::index> idx = std::nullopt, label name = {});
 
+  // Numeric series from host values are made of copy-on-write buffers (frame_buffer_options()),
+  // so their first write needs no copy when nothing shares them.
   template <class T>
   static series from_host(std::vector<T> const& values, label name = {}) {
-    return series(column::from_host(values), std::nullopt, std::move(name));
+    return series(column::from_host(values, frame_buffer_options()), std::nullopt, std::move(name));
   }
   template <class T>
   static series from_host(std::vector<std::optional<T>> const& values, label name = {}) {
-    return series(column::from_host(values), std::nullopt, std::move(name));
+    return series(column::from_host(values, frame_buffer_options()), std::nullopt, std::move(name));
   }
   static series from_host_strings(std::vector<std::optional<std::string>> const& values,
                                   label name = {}) {
