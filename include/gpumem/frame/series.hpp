@@ -15,9 +15,9 @@
 // (pandas' default) copies them. Reductions and cumsum are column_ops.hpp's (device code, the
 // rules for nulls and empty columns are there); printing is format.hpp's.
 //
-// Writes (set_rows, set_null) follow column_ops.hpp's write_rows: in place when this series is
-// the only holder of its buffers, otherwise on a private copy made first, so views and shallow
-// copies taken before keep their values (pandas' copy-on-write behaviour).
+// Writes (set_rows, set_null) follow column_ops.hpp's write_rows (the buffer's copy-on-write): in
+// place when no other handle shares the bytes, otherwise on bytes of its own made first, so views
+// and shallow copies taken before keep their values (pandas' copy-on-write behaviour).
 //
 // Errors: gpumem::logic_error for an index of another length, rows outside the series, a value
 // type that is not the column's, reductions of strings. Thread safety: a value type, as column;
