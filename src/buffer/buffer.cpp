@@ -12,6 +12,7 @@
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
+#include <gpumem/mr/memory_resource.hpp>
 
 #include <cstdint>
 #include <string>
@@ -264,12 +265,12 @@ void* buffer::tracked_ptr(access, char const* file, int line) const {
   void* base = nullptr;
   if (spill_lock* lock = spill_lock::current()) {
     if (lock->holds(&storage)) {
-      base = storage.acquire(detail::pointer_use::pin, file, line);
+      base = storage.acquire(detail::pointer_use::lend, file, line);
       storage.unpin();
     } else {
       lock->remember(storage_);
       try {
-        base = storage.acquire(detail::pointer_use::pin, file, line);
+        base = storage.acquire(detail::pointer_use::lend, file, line);
       } catch (...) {
         lock->forget_last();
         throw;
@@ -279,6 +280,17 @@ void* buffer::tracked_ptr(access, char const* file, int line) const {
     base = storage.acquire(detail::pointer_use::expose, file, line);
   }
   return static_cast<unsigned char*>(base) + offset_;
+}
+
+void buffer::hold_in(spill_lock& lock) const {
+  if (storage_ == nullptr || !storage_->tracked() || lock.holds(storage_.get())) return;
+  lock.remember(storage_);
+  try {
+    (void)storage_->acquire(detail::pointer_use::pin, nullptr, 0);
+  } catch (...) {
+    lock.forget_last();
+    throw;
+  }
 }
 
 void buffer::unshare() {
@@ -343,6 +355,36 @@ buffer buffer::copy_on(stream const* s) const {
   return out;
 }
 
+buffer buffer::as_copy_on_write() const {
+  if (storage_ == nullptr || storage_->copy_on_write()) return *this;
+  detail::buffer_storage::tracking track = storage_->tracking_options();
+  track.copy_on_write = true;
+  buffer out;
+  out.size_ = size_;
+  out.memory_ = memory_;
+  out.storage_ = detail::allocate_storage(size_, memory_, std::move(track));
+  out.storage_->add_slice();
+  {
+    auto src = detail::pinned_address(storage_, offset_);
+    auto dst = detail::pinned_address(out.storage_, 0);
+    detail::copy_bytes(dst.first, std::move(dst.second), src.first, std::move(src.second), size_,
+                       nullptr);
+  }
+  if (out.storage_->registry() != nullptr) out.storage_->registry()->enforce_limit();
+  return out;
+}
+
+bool buffer::is_aligned(std::size_t alignment) const {
+  GPUMEM_EXPECTS(alignment != 0 && (alignment & (alignment - 1)) == 0,
+                 "buffer::is_aligned: " + std::to_string(alignment) + " is not a power of two");
+  if (storage_ == nullptr) return true;
+  if (!storage_->tracked()) return reinterpret_cast<std::uintptr_t>(address()) % alignment == 0;
+  if (alignment <= default_alignment) return offset_ % alignment == 0;
+  // Above what every allocation guarantees: look at the address (held, not exposed).
+  spill_lock lock;
+  return reinterpret_cast<std::uintptr_t>(get_ptr(access::read)) % alignment == 0;
+}
+
 buffer buffer::copy() const {
   return copy_on(nullptr);
 }
@@ -356,8 +398,13 @@ void buffer::copy_out(void* dst, std::size_t bytes, stream const* s) const {
                                      " bytes");
   detail::check_host_pointer(dst, bytes, "buffer::copy_to_host");
   if (bytes == 0) return;
-  auto src = detail::pinned_address(storage_, offset_);
-  detail::copy_bytes(dst, nullptr, src.first, std::move(src.second), bytes, s);
+  {
+    auto src = detail::pinned_address(storage_, offset_);
+    detail::copy_bytes(dst, nullptr, src.first, std::move(src.second), bytes, s);
+  }
+  // A synchronous read is done with the bytes: the limit applies again (an asynchronous one keeps
+  // them pinned until its stream has passed the copy).
+  if (s == nullptr && storage_->registry() != nullptr) storage_->registry()->enforce_limit();
 }
 
 void buffer::copy_to_host(void* dst, std::size_t bytes) const {

@@ -86,8 +86,9 @@ void* buffer_storage::acquire(pointer_use use, char const* file, int line) {
       unspilled = true;
     }
     touch();
-    if (use == pointer_use::pin) {
+    if (use == pointer_use::pin || use == pointer_use::lend) {
       ++pins_;
+      if (use == pointer_use::lend) lent_ = true;
     } else if (residence_.load() != residence::exposed) {
       residence_.store(residence::exposed, std::memory_order_release);
       if (registry_ != nullptr) registry_->on_exposed(size_, file, line);

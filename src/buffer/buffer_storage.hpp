@@ -41,7 +41,9 @@ enum class residence { on_device, spilled, exposed };
 
 // Why a tracked storage's pointer is asked for.
 enum class pointer_use {
-  pin,     // inside a spill lock or an internal operation: hold on the device until unpinned
+  pin,     // an internal transfer or spill_lock::hold: hold on the device until unpinned
+  lend,    // a pointer handed out inside a spill lock: pin, and mark the bytes as possibly in use
+           // by device work until a spill synchronises the device
   expose,  // handed out of gpumem's control: exposed for good
 };
 
@@ -110,6 +112,13 @@ class buffer_storage {
   std::uint64_t last_use() const noexcept { return last_use_.load(std::memory_order_relaxed); }
   void touch() noexcept;
 
+  // True when a pointer was lent inside a spill lock since the last device synchronisation of a
+  // spill: work launched with it may still be running, so spilling it needs that synchronisation.
+  // (Pins of internal transfers keep the storage pinned until their copy is done; hold() lends no
+  // pointer.) The spill registry reads and clears it under the record's mutex.
+  bool lent() const noexcept { return lent_; }
+  void clear_lent() noexcept { lent_ = false; }
+
   // Copy-on-write slices of this owner.
   void add_slice() noexcept { slices_.fetch_add(1, std::memory_order_relaxed); }
   void remove_slice() noexcept { slices_.fetch_sub(1, std::memory_order_acq_rel); }
@@ -141,6 +150,7 @@ class buffer_storage {
   std::atomic<residence> residence_{residence::on_device};
   host_block host_;  // the bytes while spilled
   int pins_ = 0;
+  bool lent_ = false;  // under mutex_
   std::atomic<std::uint64_t> last_use_{0};
   std::atomic<long> slices_{0};
 };

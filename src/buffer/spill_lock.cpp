@@ -1,5 +1,6 @@
 // spill_lock (see spill_lock.hpp): a thread's stack of locks, and the storages each one pins.
 #include "buffer_storage.hpp"
+#include "spill_registry.hpp"
 
 #include <gpumem/buffer/spill_lock.hpp>
 
@@ -18,6 +19,15 @@ spill_lock::~spill_lock() {
   for (auto& storage : held_)
     storage->unpin();
   innermost = previous_;
+  // What the scope brought back may go again: each spill manager involved is brought back under
+  // its device limit (a limit of 0 spills the operation's inputs as soon as it is done).
+  detail::spill_registry* last = nullptr;
+  for (auto& storage : held_) {
+    detail::spill_registry* const registry = storage->registry();
+    if (registry == nullptr || registry == last) continue;
+    last = registry;
+    registry->enforce_limit();
+  }
 }
 
 spill_lock* spill_lock::current() noexcept {
@@ -34,18 +44,9 @@ void spill_lock::remember(std::shared_ptr<detail::buffer_storage> storage) {
 }
 
 void spill_lock::hold(buffer const& b) {
-  if (b.empty()) return;
-  // get_ptr inside this (innermost) lock pins the storage; hold() may be called on an outer lock
-  // too, so it pins through a scope of its own.
-  spill_lock* const saved = innermost;
-  innermost = this;
-  try {
-    (void)b.get_ptr(access::read);
-  } catch (...) {
-    innermost = saved;
-    throw;
-  }
-  innermost = saved;
+  // Pins without lending a pointer: no device work can use the bytes through this call, so a
+  // later spill of them needs no device synchronisation on its account.
+  b.hold_in(*this);
 }
 
 }  // namespace gpumem

@@ -3,7 +3,10 @@
 //
 // A batch spill: snapshot the list under the registry's mutex; order it by last use; try-lock each
 // candidate that is spillable now and keep it locked while its bytes count towards the target;
-// synchronise the device once (the bytes may still be written by work on any stream); allocate a
+// synchronise the device once if any victim lent a pointer inside a spill lock since the last such
+// synchronisation (its bytes may still be used by work on any stream; a synchronisation would
+// also wait for the unspill copies of other threads, so it is skipped when no victim needs it);
+// allocate a
 // host block per victim and enqueue all copies on the to-host stream; wait for that stream once;
 // then release each victim's device memory and unlock. Copies of several victims therefore
 // pipeline, and a copy in the other direction (an unspill on another thread) overlaps them.
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -127,6 +131,21 @@ void spill_registry::copy(void* dst, void const* src, std::size_t bytes, copy_di
   wait(direction);
 }
 
+template <class It, class Storage>
+void spill_registry::synchronize_if_lent(It first, It last, Storage storage_of) {
+  // A victim whose pointer was lent inside a spill lock may still be read or written by work on
+  // any stream (spill_lock.hpp: work is finished, or ordered by this synchronisation, before the
+  // lock goes). Victims only pinned by transfers or holds have no such work, and a device-wide
+  // synchronisation would also wait for the other direction's copies: it is skipped for them.
+  bool lent = false;
+  for (It it = first; it != last; ++it)
+    lent = lent || storage_of(*it).lent();
+  if (!lent) return;
+  backend_->synchronize();
+  for (It it = first; it != last; ++it)
+    storage_of(*it).clear_lent();
+}
+
 template <class Enough>
 std::size_t spill_registry::spill_victims(Enough enough) {
   // (last use, storage): the tick is read once, so the order stays consistent while other threads
@@ -162,8 +181,8 @@ std::size_t spill_registry::spill_victims(Enough enough) {
   std::size_t spilled = 0;
   {
     scoped_device on_device(device_);
-    // The victims' bytes may be written by work on any stream.
-    backend_->synchronize();
+    synchronize_if_lent(victims.begin(), victims.end(),
+                        [](victim const& v) -> buffer_storage& { return *v.storage; });
     std::size_t enqueued = 0;
     for (auto& v : victims) {
       try {
@@ -214,7 +233,9 @@ bool spill_registry::spill_storage(buffer_storage& storage) {
   if (!storage.spillable_now()) return false;
   {
     scoped_device on_device(device_);
-    backend_->synchronize();
+    buffer_storage* const one[] = {&storage};
+    synchronize_if_lent(std::begin(one), std::end(one),
+                        [](buffer_storage* s) -> buffer_storage& { return *s; });
     host_block host = allocate_host(storage.size());
     enqueue_copy(host.get(), storage.current_address(), storage.size(), copy_direction::to_host);
     wait(copy_direction::to_host);

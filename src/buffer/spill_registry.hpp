@@ -78,6 +78,10 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
   // Spills victims (LRU) until `enough` says so; returns the bytes spilled.
   template <class Enough>
   std::size_t spill_victims(Enough enough);
+  // Synchronises the device once when any of the (locked) storages has lent a pointer since the
+  // last such synchronisation, and clears their marks.
+  template <class It, class Storage>
+  void synchronize_if_lent(It first, It last, Storage storage_of);
 
   int device_;
   spill_options options_;

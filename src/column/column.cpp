@@ -7,6 +7,7 @@
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -19,19 +20,25 @@ void check_element_type(data_type actual, type_id asked, char const* what) {
                                       " values, not " + to_string(asked));
 }
 
+buffer_options options_of(buffer_memory memory) noexcept {
+  buffer_options options;
+  options.memory = memory;
+  return options;
+}
+
 column fixed_width_from_host(type_id type, void const* values, std::size_t count,
-                             std::vector<bool> const* valid, buffer_memory memory) {
+                             std::vector<bool> const* valid, buffer_options const& options) {
   std::size_t const width = size_of(type);
   std::size_t bytes = 0;
   GPUMEM_EXPECTS(checked_mul(count, width, bytes), "column::from_host: " + std::to_string(count) +
                                                        " elements of " + std::to_string(width) +
                                                        " bytes exceed the address space");
-  buffer data = buffer::from_host(values, bytes, memory);
+  buffer data = buffer::from_host(values, bytes, options);
   if (valid == nullptr) return column(type, count, std::move(data), buffer(), 0);
   std::size_t nulls = 0;
   for (std::size_t i = 0; i < count; ++i)
     nulls += (*valid)[i] ? 0 : 1;
-  buffer mask = null_mask_from_host(*valid, memory);
+  buffer mask = null_mask_from_host(*valid, options);
   return column(type, count, std::move(data), std::move(mask), nulls);
 }
 
@@ -123,6 +130,65 @@ column column::slice(std::size_t begin, std::size_t end) const {
   if (known == 0) nulls = 0;
   if (known == size_ && size_ != 0) nulls = end - begin;
   return column(type_, end - begin, offset_ + begin, data_, null_mask_, children_, nulls);
+}
+
+column::contents column::release() noexcept {
+  contents out;
+  out.type = type_;
+  out.size = std::exchange(size_, 0);
+  out.offset = std::exchange(offset_, 0);
+  out.data = std::move(data_);
+  out.null_mask = std::move(null_mask_);
+  out.children = std::move(children_);
+  type_ = type_id::int8;
+  null_count_.store(0, std::memory_order_relaxed);
+  return out;
+}
+
+column::column(contents parts)
+    : column(parts.type, parts.size, parts.offset, std::move(parts.data),
+             std::move(parts.null_mask), std::move(parts.children), unknown_null_count) {
+  if (!is_fixed_width(type_)) return;
+  char const* what = "column";
+  std::size_t const width = size_of(type_);
+  std::size_t rows = 0;
+  GPUMEM_EXPECTS(checked_add(offset_, size_, rows), std::string(what) + ": offset " +
+                                                        std::to_string(offset_) + " and size " +
+                                                        std::to_string(size_) + " overflow");
+  detail::check_holds(data_, rows, width, what, "data");
+  detail::check_aligned(data_, width, what, "data");
+  detail::check_mask(null_mask_, rows, std::nullopt, what);
+}
+
+column column::copy() const {
+  // Rows are copied from `first`, the row whose mask bit opens a word, so the mask needs no shift.
+  std::size_t const first = nullable() ? offset_ - offset_ % bitmask_word_bits : offset_;
+  std::size_t const rows = offset_ + size_ - first;
+  std::size_t const nulls = null_count_.load(std::memory_order_relaxed);
+  buffer mask;
+  if (nullable() && size_ != 0) {
+    // Padded as a new mask is where the source has the bytes (the constructor checked that the
+    // words of the rows are there).
+    std::size_t const start = first / bitmask_word_bits * sizeof(bitmask_word);
+    std::size_t const bytes =
+        std::max(bitmask_words(rows) * sizeof(bitmask_word),
+                 std::min(bitmask_allocation_bytes(rows), null_mask_.size() - start));
+    mask = null_mask_.slice(start, bytes).copy();
+  } else if (nullable()) {
+    mask = null_mask_.slice(0, 0);
+  }
+  if (type_.id() == type_id::string) {
+    if (children_.empty()) return *this;  // an empty strings column: no buffers
+    column const& offsets = child(0);
+    std::size_t const width = size_of(offsets.type());
+    buffer const own_offsets =
+        offsets.data().slice((offsets.offset() + first) * width, (rows + 1) * width).copy();
+    column const offsets_copy(offsets.type(), rows + 1, 0, own_offsets, buffer(), {}, 0);
+    return column(type_, size_, offset_ - first, data_, std::move(mask), {offsets_copy}, nulls);
+  }
+  std::size_t const width = size_of(type_);
+  buffer data = data_.slice(first * width, rows * width).copy();
+  return column(type_, size_, offset_ - first, std::move(data), std::move(mask), {}, nulls);
 }
 
 std::vector<bool> column::validity_to_host() const {

@@ -18,6 +18,7 @@
 //
 // copy_rows_kernel: one thread per destination mask word writes the elements and validity bits of
 // the rows of that word (read-modify-write of the partial words at the range's edges).
+#include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/bitmask.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/column_device_view.hpp>
@@ -308,6 +309,7 @@ template <class Acc>
 partial<Acc> fold(column const& c) {
   partial<Acc> result{0, Acc{}, Acc{}, Acc{}};
   if (c.empty()) return result;
+  spill_lock lock;  // the column's buffers: on the device for the passes, not exposed
   column_device_view const view = column_device_view::create(c);
   std::size_t items = c.size();
   buffer input;  // the previous pass's partials
@@ -396,6 +398,7 @@ column cumsum_as(column const& c) {
   buffer mask;
   if (c.nullable()) mask = buffer(bitmask_allocation_bytes(rows), c.data().memory());
   if (rows != 0) {
+    spill_lock lock;  // input and output buffers: held for the passes, not exposed
     std::size_t const chunks_wanted = std::min(max_threads, bitmask_words(rows));
     std::size_t chunk = (rows + chunks_wanted - 1) / chunks_wanted;
     chunk = (chunk + bitmask_word_bits - 1) / bitmask_word_bits * bitmask_word_bits;
@@ -443,14 +446,6 @@ void copy_rows(column const& values, void* dst, bitmask_word* dst_mask, std::siz
   synchronize();
 }
 
-// Nothing but this column's handles keep its buffers, and they are whole allocations at row 0.
-bool sole_owner(column const& c) {
-  auto const alone = [](buffer const& b) {
-    return b.empty() || (!b.is_view() && b.share_owner().use_count() == 2);
-  };
-  return c.offset() == 0 && alone(c.data()) && alone(c.null_mask());
-}
-
 }  // namespace
 
 char const* to_string(reduction op) noexcept {
@@ -495,27 +490,6 @@ column cumsum(column const& c) {
   }
 }
 
-column deep_copy(column const& c) {
-  buffer_memory const memory = c.data().memory();
-  if (c.type().id() == type_id::string) {
-    if (c.children().empty()) return c;  // an empty strings column: no buffers
-    column const& offsets = c.child(0);
-    column whole = detail::unchecked_strings_column(
-        offsets.size() == 0 ? 0 : offsets.size() - 1, offsets.data().copy(), offsets.type().id(),
-        c.data().copy(), c.null_mask().copy(), std::nullopt);
-    return whole.slice(c.offset(), c.offset() + c.size());
-  }
-  std::size_t const rows = c.size();
-  buffer data(rows * size_of(c.type()), memory);
-  buffer mask;
-  if (c.nullable()) mask = buffer(bitmask_allocation_bytes(rows), memory);
-  copy_rows(c, data.get_ptr(access::write),
-            c.nullable() ? static_cast<bitmask_word*>(mask.get_ptr(access::write)) : nullptr, 0);
-  std::optional<std::size_t> nulls;
-  if (!c.nullable()) nulls = 0;
-  return column(c.type(), rows, std::move(data), std::move(mask), nulls);
-}
-
 void write_rows(column& target, std::size_t begin, column const& values) {
   GPUMEM_EXPECTS(target.type().id() != type_id::string,
                  "write_rows: strings columns cannot be written in place");
@@ -525,21 +499,36 @@ void write_rows(column& target, std::size_t begin, column const& values) {
                      " + " + std::to_string(values.size()) + ") are outside the column of " +
                      std::to_string(target.size()) + " rows");
   if (values.empty()) return;
-  // The copy-on-write decision, in one place: write in place only into buffers nobody else holds.
-  column own = sole_owner(target) ? target : deep_copy(target);
-  buffer data = own.data();
-  buffer mask = own.null_mask();
-  if (mask.empty() && values.has_nulls()) {
-    mask = buffer(bitmask_allocation_bytes(own.size()), data.memory());
-    backend().fill_async(mask.get_ptr(access::write), 0xff, mask.size(), stream_handle{});
+  // Copy on write is the buffer's (docs/buffers.md): the target's handles are moved out, so they
+  // are the only ones of this column, and get_ptr(access::write) gives them bytes of their own
+  // when any other handle (a shallow copy, a view, another frame) shares them. Buffers that are
+  // not copy-on-write are first copied into copy-on-write ones: only the buffer layer can tell
+  // whether their bytes are shared.
+  column::contents parts = target.release();
+  try {
+    if (!parts.data.is_copy_on_write()) parts.data = parts.data.as_copy_on_write();
+    if (!parts.null_mask.empty() && !parts.null_mask.is_copy_on_write())
+      parts.null_mask = parts.null_mask.as_copy_on_write();
+    std::size_t const rows = parts.offset + parts.size;
+    spill_lock lock;  // the target's and the values' buffers, until the copy is done
+    if (parts.null_mask.empty() && values.has_nulls()) {
+      buffer_options options;
+      options.memory = parts.data.memory();
+      options.copy_on_write = true;
+      parts.null_mask = buffer(bitmask_allocation_bytes(rows), options);
+      backend().fill_async(parts.null_mask.get_ptr(access::write), 0xff, parts.null_mask.size(),
+                           stream_handle{});
+    }
+    void* const data = parts.data.get_ptr(access::write);
+    auto* const mask = parts.null_mask.empty()
+                           ? nullptr
+                           : static_cast<bitmask_word*>(parts.null_mask.get_ptr(access::write));
+    copy_rows(values, data, mask, parts.offset + begin);
+  } catch (...) {
+    target = column(std::move(parts));
+    throw;
   }
-  copy_rows(values, data.get_ptr(access::write),
-            mask.empty() ? nullptr : static_cast<bitmask_word*>(mask.get_ptr(access::write)),
-            begin);
-  column written(own.type(), own.size(), std::move(data), std::move(mask));
-  own = column();     // drop the extra handles before the target's, so a later write
-  target = column();  // by the sole owner still finds it alone
-  target = std::move(written);
+  target = column(std::move(parts));
 }
 
 }  // namespace gpumem::frame

@@ -88,14 +88,14 @@ data_frame data_frame::tail(std::size_t n) const {
 
 data_frame data_frame::copy(bool deep) const {
   if (!deep) return *this;
-  return data_frame(map_columns(columns_, [](column const& c) { return deep_copy(c); }),
+  return data_frame(map_columns(columns_, [](column const& c) { return c.copy(); }),
                     index_.copy(true));
 }
 
 void data_frame::write(label const& key, std::size_t begin, column const& rows) {
   std::size_t const p = columns_.position_of(key);
-  // Take the column out of the accessor so that the accessor's handle does not count as a second
-  // holder of its buffers (write_rows writes in place only into buffers nothing else holds).
+  // Take the column out of the accessor so that the accessor's handles do not count as other
+  // slices of its copy-on-write buffers (write_rows writes in place when no other handle lives).
   column target = columns_.pop(key);
   try {
     write_rows(target, begin, rows);

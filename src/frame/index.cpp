@@ -96,7 +96,7 @@ index index::slice(std::size_t begin, std::size_t end) const {
 
 index index::copy(bool deep) const {
   if (is_range() || !deep) return *this;
-  return index(deep_copy(labels()));
+  return index(labels().copy());
 }
 
 std::vector<std::string> index::format(std::size_t begin, std::size_t end) const {

@@ -43,7 +43,7 @@ series series::tail(std::size_t n) const {
 
 series series::copy(bool deep) const {
   if (!deep) return *this;
-  return series(deep_copy(values_), index_.copy(true), name_);
+  return series(values_.copy(), index_.copy(true), name_);
 }
 
 void series::set_null(std::size_t begin, std::size_t end) {

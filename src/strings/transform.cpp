@@ -8,6 +8,7 @@
 //
 // Failure path: every result is released (the gather kernel with no characters), the memory
 // system's records of the failed allocations are cleared (memsys::check()), then the exception.
+#include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
@@ -50,6 +51,7 @@ std::size_t spanned_bytes(column const& c) {
   if (c.size() == 0 || c.children().empty() || c.child(0).size() < c.offset() + c.size() + 1)
     return 0;
   column const& offsets = c.child(0);
+  spill_lock lock;  // two values read: the offsets stay spillable
   auto const* base = static_cast<char const*>(offsets.data().get_ptr(access::read));
   std::size_t const width = size_of(offsets.type());
   auto const at = [&](std::size_t entry) {
@@ -105,6 +107,9 @@ std::mutex& transform_mutex() {
 class transform_state {
  public:
   std::unique_lock<std::mutex> serial;  // first: released after everything below is destroyed
+  // Every buffer pointer of the call (inputs, slots, results) is taken inside this lock: held on
+  // the device for the call, never exposed. ~transform_run synchronises before it goes.
+  spill_lock pointers;
   std::vector<column const*> inputs;
   transform_options options;
   gather_launchers launchers{};

@@ -2,6 +2,7 @@
 // row, many blocks), deep copies and writes into rows (copy on write).
 #include <expect_error.hpp>
 
+#include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/frame/column_ops.hpp>
@@ -215,30 +216,52 @@ TEST(cumsum, large_with_nulls_against_host) {
   }
 }
 
-TEST(deep_copy, fixed_width_slice_and_strings) {
+TEST(column_copy, fixed_width_slice_and_strings_share_characters) {
   column const c = column::from_host(opt_vec<std::int16_t>{1, std::nullopt, 3, 4, std::nullopt, 6});
   column const part = c.slice(1, 5);
-  column const copy = gpumem::frame::deep_copy(part);
+  column const copy = part.copy();
   EXPECT_FALSE(copy.data().owns_same_memory(c.data()));
   EXPECT_FALSE(copy.null_mask().owns_same_memory(c.null_mask()));
-  EXPECT_EQ(copy.offset(), 0u);
+  EXPECT_EQ(copy.offset(), 1u);  // from the mask word holding row 0: no shift of the mask
   EXPECT_EQ(copy.to_host<std::int16_t>(), part.to_host<std::int16_t>());
   EXPECT_EQ(copy.null_count(), 2u);
+  column const no_mask = column::from_host(std::vector<std::int32_t>{1, 2, 3, 4}).slice(2, 4);
+  column const compact = no_mask.copy();
+  EXPECT_EQ(compact.offset(), 0u);
+  EXPECT_EQ(compact.data().size(), 2 * sizeof(std::int32_t));
+  EXPECT_EQ(compact.to_host<std::int32_t>(), (opt_vec<std::int32_t>{3, 4}));
 
+  // Strings: offsets and mask copied, the immutable characters shared.
   column const s = gpumem::strings_column_from_host(
       {std::string("ab"), std::nullopt, std::string("cde"), std::string("")});
-  column const s_copy = gpumem::frame::deep_copy(s.slice(1, 4));
-  EXPECT_FALSE(s_copy.data().owns_same_memory(s.data()));
+  column const s_copy = s.slice(1, 4).copy();
+  EXPECT_TRUE(s_copy.data().owns_same_memory(s.data()));
   EXPECT_FALSE(s_copy.child(0).data().owns_same_memory(s.child(0).data()));
+  EXPECT_FALSE(s_copy.null_mask().owns_same_memory(s.null_mask()));
   EXPECT_EQ(s_copy.to_host_strings(), s.slice(1, 4).to_host_strings());
-  EXPECT_EQ(gpumem::frame::deep_copy(column()).size(), 0u);
+  EXPECT_EQ(column().copy().size(), 0u);
+
+  // A copy keeps the buffers' options.
+  gpumem::buffer_options cow;
+  cow.copy_on_write = true;
+  column const w = column::from_host(std::vector<std::int64_t>{1, 2}, cow);
+  EXPECT_TRUE(w.copy().data().is_copy_on_write());
+}
+
+// A buffer's address, taken inside a spill lock: looked at, not exposed.
+void const* address(gpumem::buffer const& b) {
+  gpumem::spill_lock lock;
+  return b.get_ptr(gpumem::access::read);
 }
 
 TEST(write_rows, in_place_when_alone_copy_when_shared) {
-  column c = column::from_host(std::vector<std::int32_t>{1, 2, 3, 4, 5});
-  void const* before = c.data().get_ptr(gpumem::access::read);
+  gpumem::buffer_options cow;
+  cow.copy_on_write = true;
+  column c = column::from_host(std::vector<std::int32_t>{1, 2, 3, 4, 5}, cow);
+  void const* before = address(c.data());
   gpumem::frame::write_rows(c, 1, column::from_host(std::vector<std::int32_t>{20, 30}));
-  EXPECT_EQ(c.data().get_ptr(gpumem::access::read), before);  // nobody else held it: in place
+  EXPECT_EQ(address(c.data()), before);  // nobody else held it: in place
+  EXPECT_FALSE(c.data().is_exposed());
   EXPECT_EQ(c.to_host<std::int32_t>(), (opt_vec<std::int32_t>{1, 20, 30, 4, 5}));
   // Values without nulls (even with a mask) give the column no mask.
   gpumem::frame::write_rows(c, 4, column::from_host(opt_vec<std::int32_t>{5}));
@@ -246,12 +269,20 @@ TEST(write_rows, in_place_when_alone_copy_when_shared) {
 
   column const sibling = c;  // a shallow copy shares the buffer
   gpumem::frame::write_rows(c, 0, column::from_host(opt_vec<std::int32_t>{std::nullopt}));
-  EXPECT_NE(c.data().get_ptr(gpumem::access::read), before);
+  EXPECT_NE(address(c.data()), before);
   EXPECT_FALSE(c.data().owns_same_memory(sibling.data()));
   EXPECT_EQ(c.to_host<std::int32_t>(), (opt_vec<std::int32_t>{std::nullopt, 20, 30, 4, 5}));
   EXPECT_EQ(c.null_count(), 1u);
   EXPECT_EQ(sibling.to_host<std::int32_t>(), (opt_vec<std::int32_t>{1, 20, 30, 4, 5}));
   EXPECT_FALSE(sibling.nullable());
+
+  // A column of plain buffers is copied into copy-on-write ones on its first write.
+  column plain = column::from_host(std::vector<std::int32_t>{1, 2, 3});
+  column const plain_sibling = plain;
+  gpumem::frame::write_rows(plain, 0, column::from_host(std::vector<std::int32_t>{9}));
+  EXPECT_TRUE(plain.data().is_copy_on_write());
+  EXPECT_EQ(plain.to_host<std::int32_t>(), (opt_vec<std::int32_t>{9, 2, 3}));
+  EXPECT_EQ(plain_sibling.to_host<std::int32_t>(), (opt_vec<std::int32_t>{1, 2, 3}));
 
   // A view (a slice) is never written in place: its parent keeps its values.
   column view = sibling.slice(2, 5);

@@ -27,7 +27,9 @@
 //     device until the scope ends — the way code inside gpumem takes pointers;
 //   * outside one, EXPOSES the buffer: the pointer may live anywhere, so the buffer is never
 //     spilled again and its later shallow copies are deep. Exposure is one-way.
-// Do not keep a pointer longer than the buffer handle it came from (or the spill lock).
+// Do not keep a pointer longer than the buffer handle it came from (or the spill lock). gpumem's
+// own operations (column and frame operations, strings::transform, transfers) take pointers only
+// inside a spill lock of their own, so they unspill their inputs and never expose them.
 //
 // Copy-on-write (buffer_options::copy_on_write): every handle is a slice of its owner. Copying the
 // handle, shallow_copy() and slice() make new slices that share the bytes; a write access through
@@ -60,6 +62,7 @@
 namespace gpumem {
 
 class spill_manager;
+class spill_lock;
 
 // Where a buffer's memory lives. Device memory is for kernels; pinned memory is page-locked host
 // memory (fast transfers, host access, no kernel access); managed memory is one address valid on
@@ -145,6 +148,15 @@ class buffer {
   bool is_copy_on_write() const noexcept;
   // A shallow copy: the same as copying the handle (a new slice under copy-on-write).
   buffer shallow_copy() const { return *this; }
+  // This buffer's bytes in a copy-on-write buffer: a shallow copy when it is copy-on-write
+  // already, otherwise a deep copy into a new copy-on-write buffer of the same memory (and, for
+  // a spillable buffer, the same spill manager).
+  buffer as_copy_on_write() const;
+
+  // Whether get_ptr's address is a multiple of `alignment` (a power of two), without unspilling
+  // or exposing the buffer: gpumem's own allocations are aligned to 256 bytes wherever their
+  // bytes are, so for spillable and copy-on-write buffers the offset decides up to that.
+  bool is_aligned(std::size_t alignment) const;
 
   // [offset, offset + bytes) of this buffer as a view sharing its storage.
   buffer slice(std::size_t offset, std::size_t bytes) const;
@@ -173,6 +185,7 @@ class buffer {
   buffer(std::shared_ptr<detail::buffer_storage> storage, std::size_t offset, std::size_t size,
          buffer_memory memory) noexcept;
   friend class spill_manager;
+  friend class spill_lock;
   static buffer allocate_from_host(void const* data, std::size_t bytes, stream const* s,
                                    buffer_options const& options);
   static buffer allocate_like(std::size_t bytes, detail::buffer_storage const& like);
@@ -180,6 +193,8 @@ class buffer {
   buffer copy_on(stream const* s) const;
   void const* address() const noexcept;
   void* tracked_ptr(access mode, char const* file, int line) const;
+  // spill_lock::hold: pins the storage in `lock` without handing out a pointer.
+  void hold_in(spill_lock& lock) const;
   void unshare();
   void release() noexcept;
 

@@ -22,8 +22,9 @@
 // from_host / to_host move values through the buffer layer's transfers (device memory is never
 // read through a pointer on the host). Strings columns are made by strings_column.hpp.
 //
-// Ownership: copies and slices share the buffers (buffer handles); a column owns nothing a copy
-// does not share. Errors: constructors check that the buffers are large enough and aligned, and
+// Ownership: copies and slices share the buffers (buffer handles, so over copy-on-write buffers
+// they are copy-on-write copies); copy() is the deep copy. A column owns nothing a copy does not
+// share. Errors: constructors check that the buffers are large enough and aligned, and
 // throw gpumem::logic_error naming the sizes; to_host<T> checks T against the column's type.
 // Thread safety: const members may be called from any number of threads at once; the null count
 // is computed on first use and cached atomically (two threads may both compute it, with the same
@@ -54,7 +55,8 @@ using column_storage_t = std::conditional_t<std::is_same_v<T, bool>, std::uint8_
 // A fixed-width column of `count` elements copied from `values` (host memory holding
 // column_storage_t elements), with a mask built from `valid` when it is given.
 column fixed_width_from_host(type_id type, void const* values, std::size_t count,
-                             std::vector<bool> const* valid, buffer_memory memory);
+                             std::vector<bool> const* valid, buffer_options const& options);
+buffer_options options_of(buffer_memory memory) noexcept;
 // Throws logic_error "<what>: the column holds <actual> values, not <asked>" when they differ.
 void check_element_type(data_type actual, type_id asked, char const* what);
 // A strings column over buffers that are known to be consistent (built by gpumem itself);
@@ -98,15 +100,48 @@ class column {
 
   // Rows [begin, end) as a view sharing the buffers (logic_error when outside the column).
   column slice(std::size_t begin, std::size_t end) const;
+  // What a column is made of, moved out by release() and back in by the constructor below: for
+  // code that writes through the buffers, so that no other handle of this column counts as a
+  // second holder of copy-on-write bytes.
+  struct contents {
+    data_type type = type_id::int8;
+    std::size_t size = 0;
+    std::size_t offset = 0;
+    buffer data;
+    buffer null_mask;
+    std::vector<column> children;
+  };
+  // Moves everything out; the column is empty afterwards.
+  contents release() noexcept;
+  // A column of the parts (a fixed-width one is checked as by the constructor above, the
+  // offset included; the null count is counted on first use).
+  explicit column(contents parts);
+
+  // A deep copy: new buffers (of the same memory, spill manager and copy-on-write option) holding
+  // this column's rows. Fixed width: the rows from the mask word that holds row 0 on (the copy's
+  // offset is offset() % 32 when there is a mask, else 0). Strings: the offsets and the mask are
+  // copied the same way, and the characters are SHARED: strings data is immutable (nothing in
+  // gpumem writes a strings column's characters), so a copy never needs its own.
+  column copy() const;
 
   // Fixed-width columns from host values: one row per element, null where an optional is empty.
   // T is a type type_to_id<T>() knows; bool becomes bool8.
   template <class T>
   static column from_host(std::vector<T> const& values,
-                          buffer_memory memory = buffer_memory::device);
+                          buffer_memory memory = buffer_memory::device) {
+    return from_host(values, detail::options_of(memory));
+  }
   template <class T>
   static column from_host(std::vector<std::optional<T>> const& values,
-                          buffer_memory memory = buffer_memory::device);
+                          buffer_memory memory = buffer_memory::device) {
+    return from_host(values, detail::options_of(memory));
+  }
+  // The same in buffers made with `options` (copy-on-write, spill manager).
+  template <class T>
+  static column from_host(std::vector<T> const& values, buffer_options const& options);
+  template <class T>
+  static column from_host(std::vector<std::optional<T>> const& values,
+                          buffer_options const& options);
   // The rows as host values (empty optionals for null rows). T must match the column's type:
   // otherwise logic_error naming both types.
   template <class T>
@@ -135,20 +170,21 @@ class column {
 };
 
 template <class T>
-column column::from_host(std::vector<T> const& values, buffer_memory memory) {
+column column::from_host(std::vector<T> const& values, buffer_options const& options) {
   using stored = detail::column_storage_t<T>;
   if constexpr (std::is_same_v<stored, T>) {
     return detail::fixed_width_from_host(type_to_id<T>(), values.data(), values.size(), nullptr,
-                                         memory);
+                                         options);
   } else {
     std::vector<stored> const converted(values.begin(), values.end());
     return detail::fixed_width_from_host(type_to_id<T>(), converted.data(), converted.size(),
-                                         nullptr, memory);
+                                         nullptr, options);
   }
 }
 
 template <class T>
-column column::from_host(std::vector<std::optional<T>> const& values, buffer_memory memory) {
+column column::from_host(std::vector<std::optional<T>> const& values,
+                         buffer_options const& options) {
   using stored = detail::column_storage_t<T>;
   std::vector<stored> converted(values.size(), stored{});  // null rows hold zeros
   std::vector<bool> valid(values.size(), false);
@@ -158,7 +194,7 @@ column column::from_host(std::vector<std::optional<T>> const& values, buffer_mem
     valid[i] = true;
   }
   return detail::fixed_width_from_host(type_to_id<T>(), converted.data(), converted.size(), &valid,
-                                       memory);
+                                       options);
 }
 
 template <class T>

@@ -19,5 +19,7 @@ namespace gpumem {
 // are 0.
 buffer null_mask_from_host(std::vector<bool> const& valid,
                            buffer_memory memory = buffer_memory::device);
+// The same in a buffer made with `options` (copy-on-write, spill manager).
+buffer null_mask_from_host(std::vector<bool> const& valid, buffer_options const& options);
 
 }  // namespace gpumem

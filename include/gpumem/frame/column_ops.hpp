@@ -1,12 +1,11 @@
 // gpumem/frame/column_ops.hpp
 //
-// The per-column operations the frame layer is built from: reductions, the running sum, deep
-// copies and writes into rows. Each runs as device code (gpumem::launch) on both backends;
+// The per-column operations the frame layer is built from: reductions, the running sum and writes
+// into rows. Each runs as device code (gpumem::launch) on both backends;
 // series and data_frame call them column by column.
 //
 //   frame::scalar s = frame::reduce(c, frame::reduction::mean);   // float64, nulls skipped
 //   column running = frame::cumsum(c);                            // int64 for an int32 column
-//   column own = frame::deep_copy(c.slice(10, 20));               // new buffers, offset 0
 //   frame::write_rows(c, 2, column::from_host(std::vector<std::int32_t>{7, 8}));  // rows 2, 3
 //
 // Reductions (numeric and bool8 columns; strings are logic_error):
@@ -26,17 +25,22 @@
 // cumsum: a new column of sum's result type, row i the sum of the valid, non-NaN values of rows
 // [0, i]; null rows stay null (and do not stop the sum), NaN rows give NaN.
 //
-// deep_copy: a column with new buffers and no memory shared with `c`. Fixed width: the rows are
-// compacted (offset 0). Strings: the offsets and characters buffers are copied whole (a slice of a
-// large column copies the whole), then sliced.
+// Deep copies are column::copy (column.hpp): new buffers for fixed-width data, masks and offsets;
+// a strings column's characters are shared (immutable).
 //
 // write_rows(target, begin, values): rows [begin, begin + values.size()) of the fixed-width
-// `target` take the rows of `values` (same type), nulls included. Copy on write: `target` is
-// written in place only when nothing else holds its buffers (no other column handle, slice,
-// frame, copy or stream keep-alive: the buffer storage's reference count is 1, the handle covers
-// the whole allocation and the column's offset is 0); otherwise its rows are deep-copied first and
-// `target` is rebound to the copy, so every frame sharing the old buffers keeps seeing the old
-// values. (When buffer/ gains copy-on-write storage, this one decision is where it plugs in.)
+// `target` take the rows of `values` (same type), nulls included. Copy on write is the buffer
+// layer's (docs/buffers.md, one rule): the target's buffers are written through
+// get_ptr(access::write), which gives them bytes of their own first when any other handle (a
+// shallow copy, a view, a frame, a keep-alive) shares them, so everything sharing the old bytes
+// keeps seeing the old values. A target whose buffers are not copy-on-write (made by hand, or by
+// column::from_host without options) is first copied into copy-on-write buffers: only those can
+// tell whether they are shared. The frame layer's own buffers from host data are copy-on-write
+// (series::from_host), so their writes copy only when shared.
+//
+// Spilling: every operation takes the pointers of its inputs and outputs inside a spill_lock of
+// its own and finishes its work before the lock goes: spilled inputs come back for the
+// operation, are never exposed, and may be spilled again afterwards.
 //
 // Streams: the work runs on the default stream; each call returns when its result is complete.
 // Errors: gpumem::logic_error for strings where numbers are needed, type mismatches and rows
@@ -59,7 +63,6 @@ bool is_numeric(data_type type) noexcept;
 
 scalar reduce(column const& c, reduction op);
 column cumsum(column const& c);
-column deep_copy(column const& c);
 void write_rows(column& target, std::size_t begin, column const& values);
 
 }  // namespace gpumem::frame

@@ -18,8 +18,9 @@
 //
 // Reductions (sum, min, max, mean) and cumsum act per column on the numeric and bool8 columns,
 // in order, and leave the others out (pandas' numeric_only=True); the per-column rules are
-// column_ops.hpp's. Writes follow column_ops.hpp's write_rows: a frame that shares a column's
-// buffers with any other frame, series or view gets a private copy of that column first.
+// column_ops.hpp's. Writes follow column_ops.hpp's write_rows (the buffer's copy-on-write): a
+// frame that shares a column's bytes with any other frame, series or view gets its own first.
+// copy(true) uses column::copy (strings characters are shared: immutable).
 //
 // Errors: gpumem::logic_error naming the label, position or length at fault. Thread safety: a
 // value type; const members from many threads at once, mutation with exclusive access.

@@ -15,9 +15,9 @@
 // (pandas' default) copies them. Reductions and cumsum are column_ops.hpp's (device code, the
 // rules for nulls and empty columns are there); printing is format.hpp's.
 //
-// Writes (set_rows, set_null) follow column_ops.hpp's write_rows: in place when this series is
-// the only holder of its buffers, otherwise on a private copy made first, so views and shallow
-// copies taken before keep their values (pandas' copy-on-write behaviour).
+// Writes (set_rows, set_null) follow column_ops.hpp's write_rows (the buffer's copy-on-write): in
+// place when no other handle shares the bytes, otherwise on bytes of its own made first, so views
+// and shallow copies taken before keep their values (pandas' copy-on-write behaviour).
 //
 // Errors: gpumem::logic_error for an index of another length, rows outside the series, a value
 // type that is not the column's, reductions of strings. Thread safety: a value type, as column;
@@ -40,6 +40,15 @@
 
 namespace gpumem::frame {
 
+// The options of the buffers the frame layer makes from host data: device memory, copy-on-write
+// (writes through frames rely on the buffer's copy-on-write, column_ops.hpp), spillable where a
+// global spill manager is set.
+inline buffer_options frame_buffer_options() noexcept {
+  buffer_options options;
+  options.copy_on_write = true;
+  return options;
+}
+
 class series {
  public:
   // An empty int8 series.
@@ -47,13 +56,15 @@ class series {
   // `values` with `idx` (default: range_index(values.size())) and `name`.
   explicit series(column values, std::optional<frame::index> idx = std::nullopt, label name = {});
 
+  // Numeric series from host values are made of copy-on-write buffers (frame_buffer_options()),
+  // so their first write needs no copy when nothing shares them.
   template <class T>
   static series from_host(std::vector<T> const& values, label name = {}) {
-    return series(column::from_host(values), std::nullopt, std::move(name));
+    return series(column::from_host(values, frame_buffer_options()), std::nullopt, std::move(name));
   }
   template <class T>
   static series from_host(std::vector<std::optional<T>> const& values, label name = {}) {
-    return series(column::from_host(values), std::nullopt, std::move(name));
+    return series(column::from_host(values, frame_buffer_options()), std::nullopt, std::move(name));
   }
   static series from_host_strings(std::vector<std::optional<std::string>> const& values,
                                   label name = {}) {
