@@ -9,7 +9,9 @@ default GPUMEM_MEMORY_MANAGER's choice). Host memory (pinned, mapped, managed) s
 pool managers; the async manager's memory cannot be exported with legacy IPC).
 
 memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
-memory goes back when the Python object dies, without a weakref.finalize per allocation.
+memory goes back when the Python object dies, without a weakref.finalize per allocation. The
+extension makes the pointer object itself (_gpumem._numba_pointer: the class's __new__, no
+__init__, four attributes set in C), so an allocation runs no Python frame but memalloc's.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
 Every device free of memalloc's memory is queued (default, pool and async managers alike), so
@@ -40,6 +42,7 @@ from ._errors import OutOfMemoryError as _GpumemOutOfMemory
 __all__ = ["GpumemNumbaManager", "OutOfMemoryError"]
 
 _binding = _driver.binding
+_new_pointer = _gpumem._numba_pointer
 
 
 class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
@@ -58,15 +61,26 @@ class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
 class _GpumemPointer(_cuda.MemoryPointer):
     """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object).
 
+    Made by _gpumem._numba_pointer, which sets ``context``, ``size``, ``_cuda_memsize_`` and
+    ``_allocation`` on an instance whose __init__ never runs (MemoryPointer.__init__ would make a
+    CUdeviceptr and, with a finalizer, a weakref.finalize). What MemoryPointer.__init__ sets to the
+    same value for every pointer without a finalizer is a class attribute here: ``is_managed``
+    False (free() does nothing; the memory goes with the object), ``refct`` 1 (OwnedPointer's
+    ``+= 1`` makes an instance attribute), ``_owner`` None (``owner`` is the pointer itself).
     ``device_pointer`` and ``handle`` (a cuda.bindings CUdeviceptr, about 200 ns to make) are made
     on first use and then kept as plain attributes: an array that never reaches a kernel or a copy
     does not pay for them."""
 
     __cuda_memory__ = True
+    is_managed = False
+    refct = 1
+    _owner = None
 
     def __init__(self, context, allocation, size: int) -> None:  # no super().__init__: no finalizer
-        self.__dict__.update(context=context, size=size, _cuda_memsize_=size, is_managed=False,
-                             refct=1, _owner=None, _allocation=allocation)
+        # The Python spelling of what _gpumem._numba_pointer does (kept for tests and tools).
+        self.context = context
+        self.size = self._cuda_memsize_ = size
+        self._allocation = allocation
 
     @functools.cached_property
     def device_pointer(self):
@@ -134,14 +148,13 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         if self._device is None:
             self.initialize()
         try:
-            allocation = _gpumem.memalloc(size, self._device)
+            return _new_pointer(_GpumemPointer, self._context_proxy, size, self._device)
         except _GpumemOutOfMemory:
             gc.collect()  # arrays in reference cycles hold memory only the collector frees
             try:
-                allocation = _gpumem.memalloc(size, self._device)
+                return _new_pointer(_GpumemPointer, self._context_proxy, size, self._device)
             except _GpumemOutOfMemory as error:
                 raise OutOfMemoryError(error) from error
-        return _GpumemPointer(self._context_proxy, allocation, size)
 
     def get_memory_info(self):
         # gpumem.NotSupportedError is a NotImplementedError, which Numba's callers expect.
