@@ -6,6 +6,7 @@
 // device, and releasing it costs more than they do).
 #include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/manager/cleanup_guard.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
@@ -490,6 +491,21 @@ NB_MODULE(_gpumem, m) {
         return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
       },
       "iters"_a, "bytes"_a, "device"_a, "stream"_a = 0);
+  m.def(
+      "_time_device_synchronize",
+      [](std::size_t iters, int device) {
+        // What the deferred queue's release barrier costs (one per flush of EMM frees):
+        // nanoseconds per device synchronisation (bench/python_alloc.py).
+        auto const start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < iters; ++i) {
+          detail::scoped_device on_device(device);
+          backend().synchronize();
+        }
+        std::chrono::duration<double, std::nano> const took =
+            std::chrono::steady_clock::now() - start;
+        return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
+      },
+      "iters"_a, "device"_a);
   m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
         "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
         "still live is left to the reset; its later frees make no device call.");
