@@ -82,7 +82,8 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
         dev = ctx.device.id
         proxy = weakref.proxy(ctx)
         result["  of which _gpumem._numba_pointer+drop ns"] = per_op(
-            lambda: _gpumem._numba_pointer(_GpumemPointer, proxy, NBYTES, dev), iters, reps)
+            lambda: _gpumem._numba_pointer(_GpumemPointer, proxy, dev, None, NBYTES), iters,
+            reps)
         result["  of which _gpumem.memalloc+drop ns"] = per_op(
             lambda: _gpumem.memalloc(NBYTES, dev), iters, reps)
         result["  of which _gpumem.allocate+drop ns"] = per_op(

@@ -11,7 +11,8 @@ pool managers; the async manager's memory cannot be exported with legacy IPC).
 memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
 memory goes back when the Python object dies, without a weakref.finalize per allocation. The
 extension makes the pointer object itself (_gpumem._numba_pointer: the class's __new__, no
-__init__, four attributes set in C), so an allocation runs no Python frame but memalloc's.
+__init__, four attributes set in C), and after initialize() the manager's memalloc IS that call (a
+functools.partial in the instance), so an allocation runs no Python frame at all.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
 Every device free of memalloc's memory is queued (default, pool and async managers alike), so
@@ -136,6 +137,11 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         self._device = self.context.device.id
         self._context_proxy = weakref.proxy(self.context)
         _gpumem.manager_name(self._device)  # binds gpumem's context of the device now
+        # From now on Numba's Context.memalloc (self.memory_manager.memalloc(n)) reaches the
+        # extension directly: an instance attribute hides the method below, and a partial adds
+        # the bound arguments in C, so an allocation runs no Python frame of this module.
+        self.memalloc = functools.partial(_new_pointer, _GpumemPointer, self._context_proxy,
+                                          self._device, self._memalloc_after_out_of_memory)
         # Numba's host queue counts mapped bytes against a capacity that only Numba's own manager
         # sets; left at 0, every mapped free would flush the queue.
         try:
@@ -145,16 +151,17 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             pass
 
     def memalloc(self, size: int):
-        if self._device is None:
-            self.initialize()
+        # Only before initialize() (and after reset()): initialize() puts the C path in its place.
+        self.initialize()
+        return self.__dict__["memalloc"](size)
+
+    def _memalloc_after_out_of_memory(self, size: int):
+        # The extension's out-of-memory path (after gpumem's own flush and retry).
+        gc.collect()  # arrays in reference cycles hold memory only the collector frees
         try:
-            return _new_pointer(_GpumemPointer, self._context_proxy, size, self._device)
-        except _GpumemOutOfMemory:
-            gc.collect()  # arrays in reference cycles hold memory only the collector frees
-            try:
-                return _new_pointer(_GpumemPointer, self._context_proxy, size, self._device)
-            except _GpumemOutOfMemory as error:
-                raise OutOfMemoryError(error) from error
+            return _new_pointer(_GpumemPointer, self._context_proxy, self._device, None, size)
+        except _GpumemOutOfMemory as error:
+            raise OutOfMemoryError(error) from error
 
     def get_memory_info(self):
         # gpumem.NotSupportedError is a NotImplementedError, which Numba's callers expect.
@@ -175,6 +182,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         # frees it outright).
         _gpumem.close_for_device_reset(device)
         self._device = None
+        self.__dict__.pop("memalloc", None)  # the next memalloc initializes again
         _after_reset_release_at_exit(device)
 
     @contextlib.contextmanager

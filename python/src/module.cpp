@@ -203,7 +203,10 @@ nb::handle interned(char const* name) {
 // An instance of `cls` (gpumem.numba._GpumemPointer) without running __init__ (its type's tp_new,
 // object's), with the attributes Numba reads set in C: one Python object for the pointer, one
 // for the gpumem allocation it owns, no Python frame (docs/python.md, gpumem.numba).
-nb::object numba_pointer(nb::handle cls, nb::handle context, std::size_t bytes, int device) {
+// Out of memory: `out_of_memory(bytes)` answers (gpumem.numba's collection, retry and Numba's
+// error) where it is not None; otherwise gpumem.OutOfMemoryError.
+nb::object numba_pointer(nb::handle cls, nb::handle context, int device, nb::handle out_of_memory,
+                         std::size_t bytes) {
   static nb::handle const context_name = interned("context");
   static nb::handle const size_name = interned("size");
   static nb::handle const memsize_name = interned("_cuda_memsize_");
@@ -213,9 +216,14 @@ nb::object numba_pointer(nb::handle cls, nb::handle context, std::size_t bytes, 
   auto const make = reinterpret_cast<newfunc>(
       PyType_GetSlot(reinterpret_cast<PyTypeObject*>(cls.ptr()), Py_tp_new));
   GPUMEM_EXPECTS(make != nullptr, "_numba_pointer: cls cannot be instantiated");
-  nb::object owner =
-      nb::cast(allocation{get_context(device).memory_manager().memalloc(bytes), device},
-               nb::rv_policy::move);
+  memory_pointer memory;
+  try {
+    memory = get_context(device).memory_manager().memalloc(bytes);
+  } catch (gpumem::out_of_memory const&) {
+    if (!out_of_memory.is_valid() || out_of_memory.is_none()) throw;
+    return nb::borrow(out_of_memory)(bytes);
+  }
+  nb::object owner = nb::cast(allocation{std::move(memory), device}, nb::rv_policy::move);
   nb::object pointer =
       nb::steal(make(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args.ptr(), nullptr));
   if (!pointer.is_valid()) throw nb::python_error();
@@ -273,6 +281,26 @@ std::uintptr_t cupy_current_stream(cupy_bridge& b) {
   return nb::cast<std::uintptr_t>(b.current_stream_fallback());
 }
 
+// The owner CuPy's UnownedMemory keeps: a capsule whose destructor frees. Cheaper to make than
+// an Allocation (no nanobind instance, which nanobind also registers in its own table); CuPy never
+// looks into it.
+char const* const owner_capsule_name = "gpumem.memory";
+
+void free_owner_capsule(PyObject* capsule) noexcept {
+  delete static_cast<memory_pointer*>(PyCapsule_GetPointer(capsule, owner_capsule_name));
+}
+
+nb::object owner_capsule(memory_pointer memory) {
+  if (!memory) return nb::none();  // 0 bytes: nothing to own
+  auto* held = new memory_pointer(std::move(memory));
+  PyObject* const capsule = PyCapsule_New(held, owner_capsule_name, &free_owner_capsule);
+  if (capsule == nullptr) {
+    delete held;
+    throw nb::python_error();
+  }
+  return nb::steal(capsule);
+}
+
 nb::object cupy_malloc(std::size_t nbytes) {
   cupy_bridge& b = cupy();
   GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
@@ -293,7 +321,7 @@ nb::object cupy_malloc(std::size_t nbytes) {
     return b.out_of_memory(nbytes);  // Python: gc.collect(), one retry, CuPy's error
   }
   std::uintptr_t const ptr = reinterpret_cast<std::uintptr_t>(memory.device_pointer());
-  nb::object owner = nb::cast(allocation{std::move(memory), device}, nb::rv_policy::move);
+  nb::object owner = owner_capsule(std::move(memory));
   return b.memory_pointer(b.unowned_memory(ptr, nbytes, owner, device), 0);
 }
 
@@ -468,7 +496,8 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
-  m.def("_numba_pointer", &numba_pointer, "cls"_a, "context"_a, "bytes"_a, "device"_a,
+  m.def("_numba_pointer", &numba_pointer, "cls"_a, "context"_a, "device"_a,
+        "out_of_memory"_a.none(), "bytes"_a,
         "gpumem.numba's memalloc: a `cls` instance (no __init__) owning memalloc(bytes, device).");
   m.def("_cupy_setup", &cupy_setup, "current_stream"_a.none(), "current_stream_fallback"_a,
         "unowned_memory"_a, "memory_pointer"_a, "keep_stream"_a, "out_of_memory"_a);

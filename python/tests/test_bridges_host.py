@@ -103,7 +103,7 @@ def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
     gpumem.set_memory_manager("pool", 0)
     cls = _pointer_class()
     ctx = _Context()
-    p = _gpumem._numba_pointer(cls, ctx, 4096, 0)
+    p = _gpumem._numba_pointer(cls, ctx, 0, None, 4096)
     assert type(p) is cls
     assert p.context is ctx and p.size == 4096 and p._cuda_memsize_ == 4096
     assert p.refct == 1 and p.is_managed is False and p._owner is None
@@ -119,9 +119,13 @@ def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
     gpumem.flush(0)
     assert gpumem.statistics(0).bytes_in_use == 0
     with pytest.raises(gpumem.OutOfMemoryError):
-        _gpumem._numba_pointer(cls, ctx, 1 << 62, 0)
+        _gpumem._numba_pointer(cls, ctx, 0, None, 1 << 62)
+    asked = []
+    assert _gpumem._numba_pointer(cls, ctx, 0, lambda n: asked.append(n) or "answer",
+                                  1 << 62) == "answer"
+    assert asked == [1 << 62], "out of memory: the callback answers"
     with pytest.raises(ValueError):
-        _gpumem._numba_pointer(42, ctx, 16, 0)
+        _gpumem._numba_pointer(42, ctx, 0, None, 16)
 
 
 class _Unowned:
@@ -158,7 +162,7 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     gpumem.set_memory_manager("pool", 0)
     mp = _gpumem._cupy_malloc(4096)
     assert isinstance(mp, _MemoryPointer) and mp.mem.size == 4096 and mp.mem.device_id == 0
-    assert mp.ptr == mp.mem.owner.ptr != 0
+    assert mp.ptr != 0 and type(mp.mem.owner).__name__ == "PyCapsule"
     assert cupy_fakes["kept"] == [], "the null stream is never kept"
     assert gpumem.statistics(0).bytes_in_use == 4096
     del mp
@@ -177,3 +181,34 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     with pytest.raises(MemoryError):
         _gpumem._cupy_malloc(1 << 62)
     assert cupy_fakes["oom"] == [1 << 62]
+
+
+def test_numba_manager_memalloc_is_the_c_call_after_initialize():
+    numba_bridge = pytest.importorskip("gpumem.numba")
+    gpumem.set_memory_manager("pool", 0)
+
+    class Device:
+        id = 0
+
+    class Context:
+        device = Device()
+
+    ctx = Context()
+    manager = numba_bridge.GpumemNumbaManager(context=ctx)
+    assert "memalloc" not in vars(manager)
+    first = manager.memalloc(4096)  # initializes, then the C path
+    assert "memalloc" in vars(manager)
+    second = manager.memalloc(1024)
+    assert type(first) is type(second) is numba_bridge._GpumemPointer
+    assert first.context == ctx and second.size == 1024
+    assert gpumem.statistics(0).bytes_in_use == 5120
+    with pytest.raises(numba_bridge.OutOfMemoryError) as caught:
+        manager.memalloc(1 << 62)
+    assert isinstance(caught.value, MemoryError) and caught.value.requested_bytes == 1 << 62
+    del first, second
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
+    manager.reset()  # as cuda.close(): the next memalloc initializes again
+    assert "memalloc" not in vars(manager)
+    again = manager.memalloc(256)
+    assert again.size == 256 and "memalloc" in vars(manager)
