@@ -212,3 +212,37 @@ def test_numba_manager_memalloc_is_the_c_call_after_initialize():
     assert "memalloc" not in vars(manager)
     again = manager.memalloc(256)
     assert again.size == 256 and "memalloc" in vars(manager)
+
+
+def test_torch_functions_from_many_threads_keep_every_count(torch_abi):
+    # ctypes releases the GIL around each call, so the threads really run the C functions at once
+    # (PyTorch frees from autograd and DataLoader threads).
+    import threading
+
+    gpumem.set_memory_manager("pool", 0)
+    base = torch_abi.gpumem_torch_live_allocations()
+    errors = []
+
+    def work(seed):
+        try:
+            held = []
+            for i in range(2000):
+                size = 256 * (1 + (seed * 7 + i) % 13)
+                held.append((torch_abi.gpumem_torch_alloc(size, 0, None), size))
+                if len(held) > 8:
+                    p, n = held.pop((seed + i) % len(held))
+                    torch_abi.gpumem_torch_free(p, n, 0, None)
+            for p, n in held:
+                torch_abi.gpumem_torch_free(p, n, 0, None)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert torch_abi.gpumem_torch_live_allocations() == base
+    s = gpumem.statistics(0)
+    assert s.allocations == 0 and s.bytes_in_use == 0 and s.total_allocations == 8000
