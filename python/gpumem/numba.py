@@ -11,8 +11,7 @@ pool managers; the async manager's memory cannot be exported with legacy IPC).
 memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
 memory goes back when the Python object dies, without a weakref.finalize per allocation. The
 extension makes the pointer object itself (_gpumem._numba_pointer: the class's __new__, no
-__init__, four attributes set in C), and after initialize() the manager's memalloc IS that call (a
-functools.partial in the instance), so an allocation runs no Python frame at all.
+__init__, four attributes set in C): memalloc is one call into the extension.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
 Every device free of memalloc's memory is queued (default, pool and async managers alike), so
@@ -127,6 +126,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         super().__init__(*args, **kwargs)
         self._device = None
         self._context_proxy = None
+        self._out_of_memory = None
 
     def initialize(self) -> None:
         # Called on every context push: cheap after the first call.
@@ -137,11 +137,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         self._device = self.context.device.id
         self._context_proxy = weakref.proxy(self.context)
         _gpumem.manager_name(self._device)  # binds gpumem's context of the device now
-        # From now on Numba's Context.memalloc (self.memory_manager.memalloc(n)) reaches the
-        # extension directly: an instance attribute hides the method below, and a partial adds
-        # the bound arguments in C, so an allocation runs no Python frame of this module.
-        self.memalloc = functools.partial(_new_pointer, _GpumemPointer, self._context_proxy,
-                                          self._device, self._memalloc_after_out_of_memory)
+        self._out_of_memory = self._memalloc_after_out_of_memory  # made once, not per call
         # Numba's host queue counts mapped bytes against a capacity that only Numba's own manager
         # sets; left at 0, every mapped free would flush the queue.
         try:
@@ -151,9 +147,12 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             pass
 
     def memalloc(self, size: int):
-        # Only before initialize() (and after reset()): initialize() puts the C path in its place.
-        self.initialize()
-        return self.__dict__["memalloc"](size)
+        if self._device is None:
+            self.initialize()
+        # One call: the allocation and the pointer object, made in C; out of memory (after
+        # gpumem's own flush and retry) comes back to _memalloc_after_out_of_memory.
+        return _new_pointer(_GpumemPointer, self._context_proxy, self._device, self._out_of_memory,
+                            size)
 
     def _memalloc_after_out_of_memory(self, size: int):
         # The extension's out-of-memory path (after gpumem's own flush and retry).
@@ -182,7 +181,6 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         # frees it outright).
         _gpumem.close_for_device_reset(device)
         self._device = None
-        self.__dict__.pop("memalloc", None)  # the next memalloc initializes again
         _after_reset_release_at_exit(device)
 
     @contextlib.contextmanager
