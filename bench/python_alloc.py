@@ -15,8 +15,9 @@ per process) and reports the median over --reps repetitions of the time per oper
          time, peak reserved memory and peak allocated (live) memory, for PyTorch's allocator
          (expandable segments off and on) and gpumem's pool (chunks, and expandable)
 
-For gpumem the cost is split (indented lines): numba, the extension's memalloc+drop and the
-pointer object around it; cupy, CuPy's look-ups, the extension's allocate+drop and CuPy's pointer
+For gpumem the cost is split (indented lines): numba, the extension's call that makes the pointer,
+its memalloc+drop, the same stream-ordered without the deferred queue (allocate+drop) and one
+flush's device synchronisation; cupy, the extension's malloc, its allocate+drop and CuPy's pointer
 objects; torch, gpumem_torch_alloc+free timed in C++ (the rest of torch.empty+del is PyTorch's).
 
 Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs.
@@ -33,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+import weakref
 
 NBYTES = 4096
 
@@ -69,17 +71,25 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
                           reps)
     result = {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
     if manager == "gpumem":
-        # The split: gpumem's C++ and nanobind part (the extension's memalloc + drop, frees through
-        # the deferred queue), and the Python wrapper (the MemoryPointer subclass) around it.
+        # The split: the extension's call that makes the whole pointer (memalloc + the
+        # MemoryPointer subclass made in C) + drop; inside it, the C++ and nanobind part alone
+        # (memalloc + drop, frees through the deferred queue) and the same stream-ordered
+        # (allocate + drop: no queue), so the queue's share is their difference; and one flush's
+        # device synchronisation (the queue makes one per 11 frees), so its share is a 1/11.
         from gpumem import _gpumem
         from gpumem.numba import _GpumemPointer
 
         dev = ctx.device.id
+        proxy = weakref.proxy(ctx)
+        result["  of which _gpumem._numba_pointer+drop ns"] = per_op(
+            lambda: _gpumem._numba_pointer(_GpumemPointer, proxy, dev, None, NBYTES), iters,
+            reps)
         result["  of which _gpumem.memalloc+drop ns"] = per_op(
             lambda: _gpumem.memalloc(NBYTES, dev), iters, reps)
-        held = _gpumem.memalloc(NBYTES, dev)
-        result["  of which pointer object+drop ns"] = per_op(
-            lambda: _GpumemPointer(ctx, held, NBYTES), iters, reps)
+        result["  of which _gpumem.allocate+drop ns"] = per_op(
+            lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
+        result["  one flush's device synchronisation ns"] = statistics.median(
+            _gpumem._time_device_synchronize(iters // 10 or 1, dev) for _ in range(reps))
     cuda.synchronize()
     return result
 
@@ -98,16 +108,16 @@ def case_cupy(allocator: str, iters: int, reps: int) -> dict:
     ns = per_op(lambda: cupy.cuda.alloc(NBYTES), iters, reps)
     result = {"alloc+drop ns": ns}
     if allocator == "gpumem":
-        # The split of gpumem.cupy.malloc: its CuPy look-ups, the extension's stream-ordered
-        # allocate + drop, and the CuPy pointer objects around it.
+        # The split of gpumem.cupy.malloc (the extension's _cupy_malloc, no Python per call):
+        # itself, the extension's stream-ordered allocate + drop, and the CuPy pointer objects it
+        # makes (the rest is reading CuPy's stream and the device in C, and cupy.cuda.alloc).
         from cupy.cuda import memory, runtime
 
         from gpumem import _gpumem
 
         dev = runtime.getDevice()
-        result["  of which getDevice ns"] = per_op(runtime.getDevice, iters, reps)
-        result["  of which get_current_stream().ptr ns"] = per_op(
-            lambda: cupy.cuda.get_current_stream().ptr, iters, reps)
+        result["  of which _gpumem._cupy_malloc+drop ns"] = per_op(
+            lambda: _gpumem._cupy_malloc(NBYTES), iters, reps)
         result["  of which _gpumem.allocate+drop ns"] = per_op(
             lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
         held = _gpumem.allocate(NBYTES, 0, dev)

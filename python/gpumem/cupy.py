@@ -6,8 +6,9 @@
 
 malloc(nbytes) allocates stream-ordered on CuPy's current stream from the current device's gpumem
 manager (gpumem.set_memory_manager); the memory goes back on that stream when CuPy drops the last
-reference. Out of memory: gc.collect() and one retry, then cupy.cuda.memory.OutOfMemoryError
-(a MemoryError; the gpumem error is its __cause__).
+reference. malloc is the extension's (C++): per call no Python runs. Out of memory: gc.collect()
+and one retry, then cupy.cuda.memory.OutOfMemoryError (a MemoryError; the gpumem error is its
+__cause__).
 
 Streams: the pool keeps memory freed on a stream for that stream, so a stream must not be
 destroyed while the pool holds such memory. This module keeps a reference to every CuPy stream it
@@ -41,23 +42,46 @@ def _raise_oom(nbytes: int, error: _GpumemOutOfMemory) -> None:
     raise _memory.OutOfMemoryError(nbytes, error.current_bytes, 0) from error
 
 
-def malloc(nbytes: int) -> "_memory.MemoryPointer":
-    """The allocator for cupy.cuda.set_allocator: stream-ordered on the current stream."""
+def _keep_stream(device: int, handle: int) -> None:
+    """Called by the extension the first time it allocates on a (device, stream): keeps CuPy's
+    stream object alive until release_stream."""
+    _streams[(device, handle)] = _cupy.cuda.get_current_stream()
+
+
+def _malloc_after_out_of_memory(nbytes: int) -> "_memory.MemoryPointer":
+    """The extension's out-of-memory path: gc.collect() and one retry, then CuPy's error."""
     device = _runtime.getDevice()
-    stream = _cupy.cuda.get_current_stream()
-    handle = stream.ptr
-    if handle > 2 and (device, handle) not in _streams:  # 0 null, 1 legacy, 2 per-thread
-        _streams[(device, handle)] = stream
+    handle = _cupy.cuda.get_current_stream().ptr
+    gc.collect()
     try:
         allocation = _gpumem.allocate(nbytes, handle, device)
-    except _GpumemOutOfMemory:
-        gc.collect()
-        try:
-            allocation = _gpumem.allocate(nbytes, handle, device)
-        except _GpumemOutOfMemory as error:
-            _raise_oom(nbytes, error)
+    except _GpumemOutOfMemory as error:
+        _raise_oom(nbytes, error)
     return _memory.MemoryPointer(
         _memory.UnownedMemory(allocation.ptr, nbytes, allocation, device), 0)
+
+
+def _current_stream_capsule():
+    """CuPy's cdef get_current_stream_ptr (``intptr_t (void)``) as a capsule, or None where this
+    CuPy does not export it (the extension then asks cupy.cuda.get_current_stream())."""
+    try:
+        from cupy_backends.cuda import stream as _stream_module
+
+        return _stream_module.__pyx_capi__.get("get_current_stream_ptr")
+    except (ImportError, AttributeError):  # pragma: no cover - depends on CuPy's build
+        return None
+
+
+_gpumem._cupy_setup(_current_stream_capsule(), lambda: _cupy.cuda.get_current_stream().ptr,
+                    _memory.UnownedMemory, _memory.MemoryPointer, _keep_stream,
+                    _malloc_after_out_of_memory)
+
+malloc = _gpumem._cupy_malloc
+"""The allocator for cupy.cuda.set_allocator: ``malloc(nbytes)``, stream-ordered on CuPy's
+current stream of the current device; returns ``MemoryPointer(UnownedMemory(ptr, nbytes,
+allocation, device), 0)``. In C (the extension): the device from the CUDA runtime, the stream from
+CuPy's exported get_current_stream_ptr, no Python frame; Python only for a stream seen for the first
+time and for out-of-memory."""
 
 
 def pinned_malloc(nbytes: int) -> Any:
@@ -81,6 +105,7 @@ def release_stream(stream: Any) -> None:
     handle = stream.ptr
     for key in [k for k in _streams if k[1] == handle]:
         kept = _streams.pop(key)
+        _gpumem._cupy_forget_stream(key[0], handle)
         kept.synchronize()
         _gpumem.release_stream(handle, key[0])
 

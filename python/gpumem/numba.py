@@ -9,7 +9,9 @@ default GPUMEM_MEMORY_MANAGER's choice). Host memory (pinned, mapped, managed) s
 pool managers; the async manager's memory cannot be exported with legacy IPC).
 
 memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
-memory goes back when the Python object dies, without a weakref.finalize per allocation.
+memory goes back when the Python object dies, without a weakref.finalize per allocation. The
+extension makes the pointer object itself (_gpumem._numba_pointer: the class's __new__, no
+__init__, four attributes set in C): memalloc is one call into the extension.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
 Every device free of memalloc's memory is queued (default, pool and async managers alike), so
@@ -40,6 +42,7 @@ from ._errors import OutOfMemoryError as _GpumemOutOfMemory
 __all__ = ["GpumemNumbaManager", "OutOfMemoryError"]
 
 _binding = _driver.binding
+_new_pointer = _gpumem._numba_pointer
 
 
 class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
@@ -58,15 +61,26 @@ class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
 class _GpumemPointer(_cuda.MemoryPointer):
     """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object).
 
+    Made by _gpumem._numba_pointer, which sets ``context``, ``size``, ``_cuda_memsize_`` and
+    ``_allocation`` on an instance whose __init__ never runs (MemoryPointer.__init__ would make a
+    CUdeviceptr and, with a finalizer, a weakref.finalize). What MemoryPointer.__init__ sets to the
+    same value for every pointer without a finalizer is a class attribute here: ``is_managed``
+    False (free() does nothing; the memory goes with the object), ``refct`` 1 (OwnedPointer's
+    ``+= 1`` makes an instance attribute), ``_owner`` None (``owner`` is the pointer itself).
     ``device_pointer`` and ``handle`` (a cuda.bindings CUdeviceptr, about 200 ns to make) are made
     on first use and then kept as plain attributes: an array that never reaches a kernel or a copy
     does not pay for them."""
 
     __cuda_memory__ = True
+    is_managed = False
+    refct = 1
+    _owner = None
 
     def __init__(self, context, allocation, size: int) -> None:  # no super().__init__: no finalizer
-        self.__dict__.update(context=context, size=size, _cuda_memsize_=size, is_managed=False,
-                             refct=1, _owner=None, _allocation=allocation)
+        # The Python spelling of what _gpumem._numba_pointer does (kept for tests and tools).
+        self.context = context
+        self.size = self._cuda_memsize_ = size
+        self._allocation = allocation
 
     @functools.cached_property
     def device_pointer(self):
@@ -112,6 +126,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         super().__init__(*args, **kwargs)
         self._device = None
         self._context_proxy = None
+        self._out_of_memory = None
 
     def initialize(self) -> None:
         # Called on every context push: cheap after the first call.
@@ -122,6 +137,7 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         self._device = self.context.device.id
         self._context_proxy = weakref.proxy(self.context)
         _gpumem.manager_name(self._device)  # binds gpumem's context of the device now
+        self._out_of_memory = self._memalloc_after_out_of_memory  # made once, not per call
         # Numba's host queue counts mapped bytes against a capacity that only Numba's own manager
         # sets; left at 0, every mapped free would flush the queue.
         try:
@@ -133,15 +149,18 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
     def memalloc(self, size: int):
         if self._device is None:
             self.initialize()
+        # One call: the allocation and the pointer object, made in C; out of memory (after
+        # gpumem's own flush and retry) comes back to _memalloc_after_out_of_memory.
+        return _new_pointer(_GpumemPointer, self._context_proxy, self._device, self._out_of_memory,
+                            size)
+
+    def _memalloc_after_out_of_memory(self, size: int):
+        # The extension's out-of-memory path (after gpumem's own flush and retry).
+        gc.collect()  # arrays in reference cycles hold memory only the collector frees
         try:
-            allocation = _gpumem.memalloc(size, self._device)
-        except _GpumemOutOfMemory:
-            gc.collect()  # arrays in reference cycles hold memory only the collector frees
-            try:
-                allocation = _gpumem.memalloc(size, self._device)
-            except _GpumemOutOfMemory as error:
-                raise OutOfMemoryError(error) from error
-        return _GpumemPointer(self._context_proxy, allocation, size)
+            return _new_pointer(_GpumemPointer, self._context_proxy, self._device, None, size)
+        except _GpumemOutOfMemory as error:
+            raise OutOfMemoryError(error) from error
 
     def get_memory_info(self):
         # gpumem.NotSupportedError is a NotImplementedError, which Numba's callers expect.

@@ -6,6 +6,7 @@
 // device, and releasing it costs more than they do).
 #include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/manager/cleanup_guard.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
@@ -19,11 +20,13 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "managers.hpp"
@@ -188,6 +191,143 @@ nb::dict replay_file(std::string const& path, std::string const& target, pool_op
   d["seconds"] = r.seconds;
   d["held"] = held;
   return d;
+}
+
+// --- gpumem.numba's pointer, made in C ---
+
+// A name interned once (attribute names set per allocation).
+nb::handle interned(char const* name) {
+  return PyUnicode_InternFromString(name);  // a reference kept for the process
+}
+
+// An instance of `cls` (gpumem.numba._GpumemPointer) without running __init__ (its type's tp_new,
+// object's), with the attributes Numba reads set in C: one Python object for the pointer, one
+// for the gpumem allocation it owns, no Python frame (docs/python.md, gpumem.numba).
+// Out of memory: `out_of_memory(bytes)` answers (gpumem.numba's collection, retry and Numba's
+// error) where it is not None; otherwise gpumem.OutOfMemoryError.
+nb::object numba_pointer(nb::handle cls, nb::handle context, int device, nb::handle out_of_memory,
+                         std::size_t bytes) {
+  static nb::handle const context_name = interned("context");
+  static nb::handle const size_name = interned("size");
+  static nb::handle const memsize_name = interned("_cuda_memsize_");
+  static nb::handle const allocation_name = interned("_allocation");
+  static nb::handle const no_args = PyTuple_New(0);
+  GPUMEM_EXPECTS(PyType_Check(cls.ptr()), "_numba_pointer: cls is not a type");
+  auto const make = reinterpret_cast<newfunc>(
+      PyType_GetSlot(reinterpret_cast<PyTypeObject*>(cls.ptr()), Py_tp_new));
+  GPUMEM_EXPECTS(make != nullptr, "_numba_pointer: cls cannot be instantiated");
+  memory_pointer memory;
+  try {
+    memory = get_context(device).memory_manager().memalloc(bytes);
+  } catch (gpumem::out_of_memory const&) {
+    if (!out_of_memory.is_valid() || out_of_memory.is_none()) throw;
+    return nb::borrow(out_of_memory)(bytes);
+  }
+  nb::object owner = nb::cast(allocation{std::move(memory), device}, nb::rv_policy::move);
+  nb::object pointer =
+      nb::steal(make(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args.ptr(), nullptr));
+  if (!pointer.is_valid()) throw nb::python_error();
+  nb::object size = nb::int_(bytes);
+  if (PyObject_SetAttr(pointer.ptr(), context_name.ptr(), context.ptr()) != 0 ||
+      PyObject_SetAttr(pointer.ptr(), size_name.ptr(), size.ptr()) != 0 ||
+      PyObject_SetAttr(pointer.ptr(), memsize_name.ptr(), size.ptr()) != 0 ||
+      PyObject_SetAttr(pointer.ptr(), allocation_name.ptr(), owner.ptr()) != 0)
+    throw nb::python_error();
+  return pointer;
+}
+
+// --- gpumem.cupy's allocator, in C ---
+
+// What gpumem.cupy hands over once (_cupy_setup): CuPy's current-stream function (a cdef
+// function exported through cupy_backends.cuda.stream's __pyx_capi__ capsules), CuPy's two
+// pointer types, and two Python callbacks for the rare paths. Guarded by the GIL.
+struct cupy_bridge {
+  std::intptr_t (*current_stream)() = nullptr;  // null: call current_stream_fallback
+  nb::object current_stream_fallback;           // () -> the current stream's handle
+  nb::object unowned_memory;                    // cupy.cuda.memory.UnownedMemory
+  nb::object memory_pointer;                    // cupy.cuda.memory.MemoryPointer
+  nb::object keep_stream;                       // (device, handle): keeps CuPy's stream object
+  nb::object out_of_memory;                     // (nbytes): gc, retry, CuPy's OutOfMemoryError
+  std::vector<std::pair<int, std::uintptr_t>> known_streams;  // told to keep_stream
+};
+
+cupy_bridge& cupy() {
+  static auto* const bridge = new cupy_bridge();  // never destroyed: objects die with Python
+  return *bridge;
+}
+
+void cupy_setup(nb::handle capsule, nb::object fallback, nb::object unowned_memory,
+                nb::object memory_pointer, nb::object keep_stream, nb::object out_of_memory) {
+  cupy_bridge& b = cupy();
+  b.current_stream = nullptr;
+  // The signature Cython writes into the capsule's name: use it only where it is exactly this.
+  char const* const signature = "intptr_t (void)";
+  if (capsule.is_valid() && !capsule.is_none() && PyCapsule_IsValid(capsule.ptr(), signature))
+    b.current_stream =
+        reinterpret_cast<std::intptr_t (*)()>(PyCapsule_GetPointer(capsule.ptr(), signature));
+  b.current_stream_fallback = std::move(fallback);
+  b.unowned_memory = std::move(unowned_memory);
+  b.memory_pointer = std::move(memory_pointer);
+  b.keep_stream = std::move(keep_stream);
+  b.out_of_memory = std::move(out_of_memory);
+}
+
+std::uintptr_t cupy_current_stream(cupy_bridge& b) {
+  if (b.current_stream != nullptr) {
+    std::intptr_t const handle = b.current_stream();
+    if (PyErr_Occurred() != nullptr) throw nb::python_error();  // it may raise (no device)
+    return static_cast<std::uintptr_t>(handle);
+  }
+  return nb::cast<std::uintptr_t>(b.current_stream_fallback());
+}
+
+// The owner CuPy's UnownedMemory keeps: a capsule whose destructor frees. Cheaper to make than
+// an Allocation (no nanobind instance, which nanobind also registers in its own table); CuPy never
+// looks into it.
+char const* const owner_capsule_name = "gpumem.memory";
+
+void free_owner_capsule(PyObject* capsule) noexcept {
+  delete static_cast<memory_pointer*>(PyCapsule_GetPointer(capsule, owner_capsule_name));
+}
+
+nb::object owner_capsule(memory_pointer memory) {
+  if (!memory) return nb::none();  // 0 bytes: nothing to own
+  auto* held = new memory_pointer(std::move(memory));
+  PyObject* const capsule = PyCapsule_New(held, owner_capsule_name, &free_owner_capsule);
+  if (capsule == nullptr) {
+    delete held;
+    throw nb::python_error();
+  }
+  return nb::steal(capsule);
+}
+
+nb::object cupy_malloc(std::size_t nbytes) {
+  cupy_bridge& b = cupy();
+  GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
+  int const device = backend().current_device();
+  std::uintptr_t const stream = cupy_current_stream(b);
+  if (stream > 2) {  // 0 null, 1 legacy, 2 per-thread: never destroyed
+    std::pair<int, std::uintptr_t> const key(device, stream);
+    auto& known = b.known_streams;
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      b.keep_stream(device, stream);
+      known.push_back(key);
+    }
+  }
+  memory_pointer memory;
+  try {
+    memory = get_context(device).memory_manager().allocate(nbytes, to_stream(stream));
+  } catch (out_of_memory const&) {
+    return b.out_of_memory(nbytes);  // Python: gc.collect(), one retry, CuPy's error
+  }
+  std::uintptr_t const ptr = reinterpret_cast<std::uintptr_t>(memory.device_pointer());
+  nb::object owner = owner_capsule(std::move(memory));
+  return b.memory_pointer(b.unowned_memory(ptr, nbytes, owner, device), 0);
+}
+
+void cupy_forget_stream(int device, std::uintptr_t stream) {
+  auto& known = cupy().known_streams;
+  known.erase(std::remove(known.begin(), known.end(), std::make_pair(device, stream)), known.end());
 }
 
 }  // namespace
@@ -356,6 +496,14 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
+  m.def("_numba_pointer", &numba_pointer, "cls"_a, "context"_a, "device"_a,
+        "out_of_memory"_a.none(), "bytes"_a,
+        "gpumem.numba's memalloc: a `cls` instance (no __init__) owning memalloc(bytes, device).");
+  m.def("_cupy_setup", &cupy_setup, "current_stream"_a.none(), "current_stream_fallback"_a,
+        "unowned_memory"_a, "memory_pointer"_a, "keep_stream"_a, "out_of_memory"_a);
+  m.def("_cupy_malloc", &cupy_malloc, "nbytes"_a,
+        "gpumem.cupy.malloc: stream-ordered on CuPy's current stream and device.");
+  m.def("_cupy_forget_stream", &cupy_forget_stream, "device"_a, "stream"_a);
   m.def(
       "_time_torch_pair",
       [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
@@ -372,6 +520,21 @@ NB_MODULE(_gpumem, m) {
         return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
       },
       "iters"_a, "bytes"_a, "device"_a, "stream"_a = 0);
+  m.def(
+      "_time_device_synchronize",
+      [](std::size_t iters, int device) {
+        // What the deferred queue's release barrier costs (one per flush of EMM frees):
+        // nanoseconds per device synchronisation (bench/python_alloc.py).
+        auto const start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < iters; ++i) {
+          detail::scoped_device on_device(device);
+          backend().synchronize();
+        }
+        std::chrono::duration<double, std::nano> const took =
+            std::chrono::steady_clock::now() - start;
+        return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
+      },
+      "iters"_a, "device"_a);
   m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
         "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
         "still live is left to the reset; its later frees make no device call.");

@@ -1,5 +1,6 @@
 // The defaults of memory_manager's stream-ordered additions (memory_manager.hpp): what a manager
 // that knows nothing of streams can still promise.
+#include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager.hpp>
 
@@ -12,6 +13,11 @@ memory_pointer memory_manager::allocate(std::size_t bytes, stream_handle) {
 }
 
 void memory_manager::release_stream(stream_handle) {}
+
+void* memory_manager::allocate_unowned(std::size_t, stream_handle) {
+  throw not_supported("memory manager '" + name() +
+                      "': no unowned allocations (use allocate(), which returns an owner)");
+}
 
 memory_statistics memory_manager::get_memory_statistics() const {
   memory_statistics s;

@@ -28,14 +28,20 @@ bool pending_deallocations::over_limits_locked() const noexcept {
   return items_.size() > max_count_ || bytes_ > max_bytes_;
 }
 
-std::deque<pending_deallocations::item> pending_deallocations::take_all_locked() {
-  std::deque<item> batch;
+std::vector<pending_deallocations::item> pending_deallocations::take_all_locked() {
+  std::vector<item> batch;
   batch.swap(items_);
   bytes_ = 0;
+  // Room for the next batch at once (one allocation per flush, not one per doubling); failing to
+  // get it only means growing later.
+  try {
+    items_.reserve(max_count_ < 64 ? max_count_ + 1 : 64);
+  } catch (...) {
+  }
   return batch;
 }
 
-std::size_t pending_deallocations::run(std::deque<item>& items, barrier const& before) noexcept {
+std::size_t pending_deallocations::run(std::vector<item>& items, barrier const& before) noexcept {
   if (items.empty()) return 0;
   if (before && *before) {
     try {
@@ -52,9 +58,14 @@ std::size_t pending_deallocations::run(std::deque<item>& items, barrier const& b
   std::size_t ran = 0;
   std::size_t failed = 0;
   std::size_t const total = items.size();
-  while (!items.empty()) {
-    item current = std::move(items.front());
-    items.pop_front();
+  for (std::size_t i = 0; i < total; ++i) {
+    item current = std::move(items[i]);
+    if (!current.release) {  // a block_free: reports its own errors
+      current.block.release(current.block.state.get(), current.block.ptr, current.bytes,
+                            current.block.stream);
+      ++ran;
+      continue;
+    }
     try {
       current.release();
       ++ran;
@@ -62,7 +73,7 @@ std::size_t pending_deallocations::run(std::deque<item>& items, barrier const& b
       ++failed;
       log(log_level::error, "pending deallocation of " + std::to_string(current.bytes) +
                                 " bytes failed: " + e.what() + " (continuing with the " +
-                                std::to_string(items.size()) + " remaining of " +
+                                std::to_string(total - i - 1) + " remaining of " +
                                 std::to_string(total) + ")");
     } catch (...) {
       ++failed;
@@ -72,19 +83,30 @@ std::size_t pending_deallocations::run(std::deque<item>& items, barrier const& b
     // `current` is destroyed here, after its release ran: whatever the release captured (a
     // pinned range's owner) goes only now.
   }
+  items.clear();
   (void)failed;
   return ran;
 }
 
 void pending_deallocations::enqueue(std::function<void()> release, std::size_t bytes) {
-  std::deque<item> batch;
+  enqueue_item(item{std::move(release), block_free{}, bytes});
+}
+
+void pending_deallocations::enqueue(block_free block, std::size_t bytes) {
+  GPUMEM_EXPECTS(block.release != nullptr, "pending_deallocations::enqueue: no release function");
+  enqueue_item(item{{}, std::move(block), bytes});
+}
+
+void pending_deallocations::enqueue_item(item queued) {
+  std::vector<item> batch;  // allocates only when a batch is taken
   barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) {
-      batch.push_back(item{std::move(release), bytes});
+      batch.push_back(std::move(queued));
     } else {
-      items_.push_back(item{std::move(release), bytes});
+      std::size_t const bytes = queued.bytes;
+      items_.push_back(std::move(queued));
       bytes_ = saturating_add(bytes_, bytes);
       if (deferral_depth_ == 0 && over_limits_locked()) batch = take_all_locked();
     }
@@ -94,7 +116,7 @@ void pending_deallocations::enqueue(std::function<void()> release, std::size_t b
 }
 
 std::size_t pending_deallocations::flush() {
-  std::deque<item> batch;
+  std::vector<item> batch;
   barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -106,7 +128,7 @@ std::size_t pending_deallocations::flush() {
 }
 
 void pending_deallocations::close() noexcept {
-  std::deque<item> batch;
+  std::vector<item> batch;
   barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -156,7 +178,7 @@ cleanup_guard pending_deallocations::defer_cleanup() {
 }
 
 void pending_deallocations::end_deferral() noexcept {
-  std::deque<item> batch;
+  std::vector<item> batch;
   barrier before;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -172,7 +194,8 @@ void pending_deallocations::check_invariants() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t sum = 0;
   for (item const& i : items_) {
-    GPUMEM_EXPECTS(static_cast<bool>(i.release), "pending_deallocations: an item has no release");
+    GPUMEM_EXPECTS(static_cast<bool>(i.release) || i.block.release != nullptr,
+                   "pending_deallocations: an item has no release");
     sum = saturating_add(sum, i.bytes);
   }
   GPUMEM_EXPECTS(sum == bytes_, "pending_deallocations: byte count " + std::to_string(bytes_) +

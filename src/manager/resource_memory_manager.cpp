@@ -11,6 +11,45 @@
 
 namespace gpumem {
 
+namespace detail {
+
+// What frees a block of a resource_memory_manager: shared by the manager, every block's owner
+// record and the unowned blocks' users, so a free may come after the manager is gone. It holds the
+// context's queue (a queued item holds the state in turn; the context's close flushes the queue,
+// which ends that cycle).
+class block_state final : public unowned_blocks {
+ public:
+  block_state(std::shared_ptr<memory_resource> r, std::shared_ptr<usage_counters> c, int d,
+              std::shared_ptr<pending_deallocations> q) noexcept
+      : resource(std::move(r)), counters(std::move(c)), device(d), queue(std::move(q)) {}
+
+  // Frees on the block's device and stream and uncounts it; after a device reset only uncounts.
+  void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override {
+    if (!counters->device_reset.load(std::memory_order_relaxed)) {
+      try {
+        scoped_device d(device);
+        resource->deallocate(ptr, bytes, stream);
+      } catch (std::exception const& e) {
+        log(log_level::error, std::string("memory pointer finalizer failed: ") + e.what());
+      } catch (...) {
+        log(log_level::error, "memory pointer finalizer failed with a non-standard exception");
+      }
+    }
+    counters->on_free(bytes);
+  }
+  // pending_deallocations::block_free's function.
+  static void release_queued(void* state, void* ptr, std::size_t bytes, void* stream) noexcept {
+    static_cast<block_state*>(state)->deallocate(ptr, bytes, static_cast<stream_handle>(stream));
+  }
+
+  std::shared_ptr<memory_resource> const resource;
+  std::shared_ptr<usage_counters> const counters;
+  int const device;
+  std::shared_ptr<pending_deallocations> const queue;
+};
+
+}  // namespace detail
+
 namespace {
 
 // `bytes` from `resource` on `stream` (the caller has made the context's device current), retried
@@ -26,19 +65,57 @@ void* counted_allocate(context& ctx, memory_resource& resource, detail::usage_co
   return ptr;
 }
 
-// The finalizer of a counted_allocate block: frees it on its device and stream and uncounts it. It
-// shares the resource and the counters, so it may run after the manager is gone.
-auto counted_release(std::shared_ptr<memory_resource> resource,
-                     std::shared_ptr<detail::usage_counters> counters, void* ptr, std::size_t bytes,
-                     int device, stream_handle stream) {
-  return
-      [resource = std::move(resource), counters = std::move(counters), ptr, bytes, device, stream] {
-        if (!counters->device_reset.load(std::memory_order_relaxed)) {
-          detail::scoped_device d(device);
-          resource->deallocate(ptr, bytes, stream);
+// The owner record of a block (memory_pointer::adopt): frees it when the last pointer goes, at
+// once on its stream (allocate) or through the context's queue (memalloc).
+class block_owner final : public detail::allocation_owner {
+ public:
+  block_owner(std::shared_ptr<detail::block_state> state, void* ptr, std::size_t bytes,
+              stream_handle stream, bool deferred) noexcept
+      : state_(std::move(state)), ptr_(ptr), bytes_(bytes), stream_(stream), deferred_(deferred) {}
+  block_owner(block_owner const&) = delete;
+  block_owner& operator=(block_owner const&) = delete;
+
+  ~block_owner() override {
+    if (deferred_) {
+      try {
+        // A copy of the state, not a move: ours keeps the queue alive while enqueue runs (a closed
+        // queue releases at once, which may drop the item's reference).
+        state_->queue->enqueue(
+            pending_deallocations::block_free{&detail::block_state::release_queued, state_, ptr_,
+                                              static_cast<void*>(stream_)},
+            bytes_);
+        return;
+      } catch (...) {
+        // No room to queue it: free it now (after the device has finished with it).
+        try {
+          detail::scoped_device d(state_->device);
+          backend().synchronize();
+        } catch (...) {
         }
-        counters->on_free(bytes);
-      };
+      }
+    }
+    state_->deallocate(ptr_, bytes_, stream_);
+  }
+
+ private:
+  std::shared_ptr<detail::block_state> state_;
+  void* ptr_;
+  std::size_t bytes_;
+  stream_handle stream_;
+  bool deferred_;
+};
+
+// A pointer owning `ptr` (just allocated); frees it if the owner record cannot be made.
+memory_pointer adopt_block(context& ctx, std::shared_ptr<detail::block_state> const& state,
+                           void* ptr, std::size_t bytes, stream_handle stream, bool deferred) {
+  std::shared_ptr<detail::allocation_owner> owner;
+  try {
+    owner = std::make_shared<block_owner>(state, ptr, bytes, stream, deferred);
+  } catch (...) {
+    state->deallocate(ptr, bytes, stream);
+    throw;
+  }
+  return memory_pointer::adopt(ctx, ptr, bytes, std::move(owner));
 }
 
 }  // namespace
@@ -63,6 +140,8 @@ resource_memory_manager::resource_memory_manager(context& owner,
     resource_debug_ = make_shared_tracking_adaptor(std::move(resource_));
     resource_ = resource_debug_;
   }
+  blocks_ = std::make_shared<detail::block_state>(resource_, counters_, owner.device(),
+                                                  owner.shared_pending_deallocations());
 }
 
 resource_memory_manager::~resource_memory_manager() {
@@ -114,10 +193,7 @@ memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   int const device = ctx.device();
   detail::scoped_device on_device(device);
   void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, nullptr);
-  // Deferred (see above).
-  return memory_pointer(
-      ctx, ptr, bytes,
-      deferred_release(counted_release(resource_, counters_, ptr, bytes, device, nullptr), bytes));
+  return adopt_block(ctx, blocks_, ptr, bytes, nullptr, /*deferred=*/true);  // see above
 }
 
 memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handle stream) {
@@ -126,8 +202,18 @@ memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handl
   int const device = ctx.device();
   detail::scoped_device on_device(device);
   void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
-  return memory_pointer(ctx, ptr, bytes,
-                        counted_release(resource_, counters_, ptr, bytes, device, stream));
+  return adopt_block(ctx, blocks_, ptr, bytes, stream, /*deferred=*/false);
+}
+
+unowned_blocks* resource_memory_manager::unowned() const noexcept {
+  return blocks_.get();
+}
+
+void* resource_memory_manager::allocate_unowned(std::size_t bytes, stream_handle stream) {
+  if (bytes == 0) return nullptr;
+  context& ctx = owning_context();
+  detail::scoped_device on_device(ctx.device());
+  return counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
 }
 
 void resource_memory_manager::release_stream(stream_handle stream) {

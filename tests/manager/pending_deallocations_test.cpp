@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -29,6 +31,47 @@ TEST(pending_deallocations, ten_items_wait_the_eleventh_flushes_all) {
   EXPECT_EQ(queue.size(), 0u);
   EXPECT_EQ(queue.bytes(), 0u);
   queue.check_invariants();
+}
+
+// block_free items (the managers' frees without a std::function) count, flush and run in queue
+// order with the others; each keeps its state alive until it has run.
+TEST(pending_deallocations, block_frees_run_in_order_and_keep_their_state_until_then) {
+  struct record {
+    std::vector<std::uintptr_t>* order;
+  };
+  std::vector<std::uintptr_t> order;
+  auto state = std::make_shared<record>(record{&order});
+  std::weak_ptr<record> watch = state;
+  auto release = [](void* s, void* ptr, std::size_t bytes, void* stream) noexcept {
+    EXPECT_EQ(bytes, 4u);
+    EXPECT_EQ(stream, reinterpret_cast<void*>(7));
+    static_cast<record*>(s)->order->push_back(reinterpret_cast<std::uintptr_t>(ptr));
+  };
+  pending_deallocations queue(2, 1u << 30);
+  queue.enqueue(pending_deallocations::block_free{release, state, reinterpret_cast<void*>(1),
+                                                  reinterpret_cast<void*>(7)},
+                4);
+  queue.enqueue([&order] { order.push_back(2); }, 4);
+  queue.enqueue(
+      pending_deallocations::block_free{release, std::move(state), reinterpret_cast<void*>(3),
+                                        reinterpret_cast<void*>(7)},
+      4);
+  // The third item flushed all three; the state went with the last item that held it.
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(order, (std::vector<std::uintptr_t>{1, 2, 3}));
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_EQ(queue.bytes(), 0u);
+  queue.check_invariants();
+  order.clear();
+  auto kept = std::make_shared<record>(record{&order});
+  queue.enqueue(pending_deallocations::block_free{release, kept, reinterpret_cast<void*>(5),
+                                                  reinterpret_cast<void*>(7)},
+                4);
+  EXPECT_EQ(kept.use_count(), 2) << "queued: the item holds the state";
+  EXPECT_EQ(queue.flush(), 1u);
+  EXPECT_EQ(kept.use_count(), 1);
+  EXPECT_EQ(order, std::vector<std::uintptr_t>{5});
+  EXPECT_THROW(queue.enqueue(pending_deallocations::block_free{}, 1), logic_error);
 }
 
 TEST(pending_deallocations, bytes_equal_to_the_limit_wait_one_more_byte_flushes) {

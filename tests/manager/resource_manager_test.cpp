@@ -201,6 +201,33 @@ TEST_P(resource_manager_emm, a_free_after_close_is_released_at_once_and_never_th
   close();
 }
 
+// allocate_unowned (PyTorch's C interface): counted as allocate(), freed through unowned() on its
+// stream, also after the context that made it is closed (the state outlives the manager).
+TEST_P(resource_manager_emm, unowned_blocks_are_counted_and_freed_after_close_too) {
+  counted_device device(256 * MiB);
+  set_memory_manager(load_memory_manager(GetParam()));
+  memory_manager& manager = get_context(0).memory_manager();
+  ASSERT_NE(manager.unowned(), nullptr);
+  EXPECT_EQ(manager.allocate_unowned(0, nullptr), nullptr);
+  void* const a = manager.allocate_unowned(KiB, nullptr);
+  void* const b = manager.allocate_unowned(2 * KiB, nullptr);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  memory_statistics s = manager.get_memory_statistics();
+  EXPECT_EQ(s.allocations, 2u);
+  EXPECT_EQ(s.bytes_in_use, 3 * KiB);
+  EXPECT_EQ(s.pending_count, 0u);
+  manager.unowned()->deallocate(a, KiB, nullptr);
+  EXPECT_EQ(manager.get_memory_statistics().bytes_in_use, 2 * KiB);
+  std::shared_ptr<unowned_blocks> const kept = manager.unowned()->shared_from_this();
+  close(0);
+  test::error_log_capture log;
+  kept->deallocate(b, 2 * KiB, nullptr);  // after close: the pool lives on in the state
+  EXPECT_TRUE(log.errors().empty()) << log.errors().front();
+  set_memory_manager({});
+  close();
+}
+
 INSTANTIATE_TEST_SUITE_P(builtins, resource_manager_emm, ::testing::Values("pool", "async"));
 
 // close(device) (Numba's EMM reset, before cuda.close() resets the primary context): the queue is

@@ -56,6 +56,9 @@ TEST(stream_ordered, default_manager_serves_allocate_through_memalloc_with_defer
   m.release_stream(nullptr);  // nothing kept per stream: a no-op
   EXPECT_EQ(ctx.pending_deallocations().flush(), 1u);
   EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
+  // No unowned path: the C bridges fall back to allocate().
+  EXPECT_EQ(m.unowned(), nullptr);
+  EXPECT_THROW(m.allocate_unowned(KiB, nullptr), not_supported);
 }
 
 TEST(stream_ordered, out_of_memory_on_a_stream_keeps_the_requested_bytes) {

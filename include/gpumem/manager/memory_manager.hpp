@@ -26,7 +26,7 @@
 // from memalloc is usable by any stream once memalloc returns; a finalizer may run on any thread,
 // and the memory must not be in use by device work at that point (the array layer synchronises).
 //
-// Beyond the EMM (for frameworks that pass a stream: CuPy, PyTorch), three virtuals with safe
+// Beyond the EMM (for frameworks that pass a stream: CuPy, PyTorch), virtuals with safe
 // defaults, so existing plugins keep working:
 //   * allocate(bytes, stream): memory for work on `stream`, freed ON `stream` when the returned
 //     pointer's last owner goes (the caller promises that no other stream uses it by then without
@@ -35,6 +35,8 @@
 //   * release_stream(stream): the caller is about to destroy `stream`; a manager that keeps memory
 //     per stream (the pool) gives it back first. Default: nothing to do.
 //   * get_memory_statistics(): one memory_statistics snapshot. Default: the context's queue only.
+//   * unowned() / allocate_unowned(bytes, stream): allocate() without an owner object, for C
+//     interfaces that give the pointer, size and stream back at the free. Default: none.
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
@@ -56,6 +58,17 @@ class context;
 // The version of the interface this gpumem implements; plugins return it from
 // interface_version().
 inline constexpr int memory_manager_interface_version = 1;
+
+// The shared state that frees a manager's unowned blocks (memory_manager::allocate_unowned). It
+// outlives the manager while anyone holds it (shared_from_this gives the owning pointer), so a
+// block freed after its context was closed still goes back where it came from.
+class unowned_blocks : public std::enable_shared_from_this<unowned_blocks> {
+ public:
+  virtual ~unowned_blocks() = default;
+  // Frees a block of allocate_unowned(bytes, stream) on `stream`. Never throws (errors are
+  // logged). May run after the manager is gone.
+  virtual void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept = 0;
+};
 
 class memory_manager {
  public:
@@ -92,6 +105,13 @@ class memory_manager {
   // Called before `stream` is destroyed; must not throw for a stream the manager never saw.
   virtual void release_stream(stream_handle stream);
   virtual memory_statistics get_memory_statistics() const;
+  // Stream-ordered memory WITHOUT an owner object, for C interfaces that pass the pointer, size
+  // and stream back when they free (PyTorch's pluggable allocator): as allocate(bytes, stream)
+  // (counted, the same out-of-memory recovery), freed by unowned()->deallocate(ptr, bytes,
+  // stream). unowned() is null where the manager has no such path (the default: then use
+  // allocate()); allocate_unowned then throws not_supported. 0 bytes gives null.
+  virtual unowned_blocks* unowned() const noexcept { return nullptr; }
+  virtual void* allocate_unowned(std::size_t bytes, stream_handle stream);
 
   context& owning_context() const noexcept { return *context_; }
 

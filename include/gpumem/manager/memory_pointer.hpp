@@ -39,15 +39,20 @@ class context;
 
 namespace detail {
 // The owner record shared by a pointer, its copies and its views. Runs the finalizer in its
-// destructor (exactly once) and then drops `keep_alive`.
+// destructor (exactly once) and then drops `keep_alive`. A manager may derive its own record,
+// which frees in its destructor without a std::function (memory_pointer::adopt): one allocation
+// per pointer instead of two or three. Such a destructor must not throw.
 class allocation_owner {
  public:
   allocation_owner(std::function<void()> finalizer, std::shared_ptr<void> keep_alive) noexcept;
   allocation_owner(allocation_owner const&) = delete;
   allocation_owner& operator=(allocation_owner const&) = delete;
-  ~allocation_owner();
+  virtual ~allocation_owner();
 
   std::shared_ptr<void> const& keep_alive() const noexcept { return keep_alive_; }
+
+ protected:
+  allocation_owner() noexcept = default;  // for derived records that free by themselves
 
  private:
   std::function<void()> finalizer_;
@@ -61,6 +66,12 @@ class memory_pointer {
   // Owns [ptr, ptr + size) of memory allocated in `ctx`; `finalizer` (may be empty) runs once
   // when the last owner goes.
   memory_pointer(context& ctx, void* ptr, std::size_t size, std::function<void()> finalizer = {});
+  // Owns [ptr, ptr + size) through `owner`, a record derived from detail::allocation_owner whose
+  // destructor frees the memory (for managers: no std::function per pointer).
+  static memory_pointer adopt(context& ctx, void* ptr, std::size_t size,
+                              std::shared_ptr<detail::allocation_owner> owner) noexcept {
+    return memory_pointer(&ctx, ptr, size, 0, std::move(owner));
+  }
 
   void* device_pointer() const noexcept { return ptr_; }
   std::size_t size() const noexcept { return size_; }

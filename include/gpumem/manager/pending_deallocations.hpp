@@ -25,6 +25,10 @@
 // whose first cuMemFree waits for the device. A barrier that throws is logged and the batch is
 // still released.
 //
+// Two kinds of item: a std::function (any release), and a block_free (a function pointer, the
+// shared state it needs, an address and a stream), which the managers queue for device memory: it
+// needs no heap allocation of its own, so a queued free costs a lock and a vector slot.
+//
 // Thread safety: every member may be called from any thread. One mutex guards the items, the
 // byte count and the deferral depth; releases run OUTSIDE the mutex (a release may enqueue, and
 // other threads keep enqueueing during a long flush). Concurrent flushes each take a disjoint
@@ -34,15 +38,24 @@
 #include <gpumem/manager/cleanup_guard.hpp>
 
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace gpumem {
 
 class pending_deallocations {
  public:
+  // A free queued without a std::function: release(state.get(), ptr, bytes, stream) runs it. It
+  // must not throw (it reports its own errors); `state` stays alive until it has run.
+  struct block_free {
+    void (*release)(void* state, void* ptr, std::size_t bytes, void* stream) noexcept = nullptr;
+    std::shared_ptr<void> state;
+    void* ptr = nullptr;
+    void* stream = nullptr;
+  };
+
   pending_deallocations(std::size_t max_count, std::size_t max_bytes);
   pending_deallocations(pending_deallocations const&) = delete;
   pending_deallocations& operator=(pending_deallocations const&) = delete;
@@ -52,6 +65,8 @@ class pending_deallocations {
   // Queues `release` (the real free of `bytes` bytes; 0 for non-memory resources) and flushes if
   // the queue is now over a limit and not deferred.
   void enqueue(std::function<void()> release, std::size_t bytes);
+  // The same for a block_free (`block.release` must not be null).
+  void enqueue(block_free block, std::size_t bytes);
   // Runs every queued release unless deferred. Returns how many ran.
   std::size_t flush();
   // Flushes regardless of deferral and makes later enqueue() calls release at once.
@@ -82,20 +97,22 @@ class pending_deallocations {
 
  private:
   struct item {
-    std::function<void()> release;
+    std::function<void()> release;  // empty for a block_free
+    block_free block;
     std::size_t bytes;
   };
+  void enqueue_item(item queued);
   bool over_limits_locked() const noexcept;
-  std::deque<item> take_all_locked();
+  std::vector<item> take_all_locked();
   using barrier = std::shared_ptr<std::function<void()> const>;
   // Runs `batch` after `before` (if any; skipped for an empty batch).
-  static std::size_t run(std::deque<item>& batch, barrier const& before) noexcept;
+  static std::size_t run(std::vector<item>& batch, barrier const& before) noexcept;
   void end_deferral() noexcept;
 
   std::size_t const max_count_;
   std::size_t const max_bytes_;
   mutable std::mutex mutex_;
-  std::deque<item> items_;
+  std::vector<item> items_;
   std::size_t bytes_ = 0;
   std::size_t deferral_depth_ = 0;
   bool closed_ = false;

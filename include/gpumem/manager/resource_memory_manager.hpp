@@ -19,12 +19,15 @@
 // Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
-// recovery; the pointer's last owner frees on that stream (memory_manager.hpp). release_stream and
-// the held bytes of get_memory_statistics() ask the hooks (a pool's release_stream and chunks).
-// get_memory_info forwards the resource's (which may throw not_supported). reset() flushes the
-// queue (device and host frees) and calls the `on_reset` hook. IPC: ipc_mixin (valid for resources
-// over cudaMalloc). With GPUMEM_DEBUG_MEMORY on when the manager is made, the resource is wrapped
-// in the debug adaptor (tracking_adaptor): resource() and debug_tracker() are that adaptor.
+// recovery; the pointer's last owner frees on that stream (memory_manager.hpp). allocate_unowned
+// is the same without an owner (unowned()->deallocate frees). Each pointer costs one heap record
+// (its owner, which frees in its destructor) and a deferred free one slot in the queue.
+// release_stream and the held bytes of get_memory_statistics() ask the hooks (a pool's
+// release_stream and chunks). get_memory_info forwards the resource's (which may throw
+// not_supported). reset() flushes the queue (device and host frees) and calls the `on_reset` hook.
+// IPC: ipc_mixin (valid for resources over cudaMalloc). With GPUMEM_DEBUG_MEMORY on when the
+// manager is made, the resource is wrapped in the debug adaptor (tracking_adaptor): resource() and
+// debug_tracker() are that adaptor.
 //
 // Ownership: the resource is shared with every pointer's finalizer, so it outlives all memory it
 // handed out, even after the context is closed. Thread safety: as the resource's (the manager
@@ -45,6 +48,7 @@ namespace gpumem {
 
 namespace detail {
 struct usage_counters;
+class block_state;
 }  // namespace detail
 
 class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
@@ -79,6 +83,8 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   memory_pointer allocate(std::size_t bytes, stream_handle stream) override;
   void release_stream(stream_handle stream) override;
   memory_statistics get_memory_statistics() const override;
+  unowned_blocks* unowned() const noexcept override;
+  void* allocate_unowned(std::size_t bytes, stream_handle stream) override;
   memory_info get_memory_info() override;
   void reset() override;
   int interface_version() const override { return memory_manager_interface_version; }
@@ -92,6 +98,9 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   std::shared_ptr<memory_resource> resource_;
   std::shared_ptr<tracking_adaptor> resource_debug_;  // null unless GPUMEM_DEBUG_MEMORY
   std::shared_ptr<detail::usage_counters> counters_;  // shared with the finalizers
+  // What a block's owner needs to free it (resource, counters, device, queue): ONE shared
+  // reference per block, held by its owner record (or by the caller, for unowned blocks).
+  std::shared_ptr<detail::block_state> blocks_;
   hooks hooks_;
   std::string name_;
 };

@@ -16,12 +16,19 @@
  *   THROWS a C++ exception (gpumem::out_of_memory and the other gpumem errors): deliberately,
  *   because PyTorch does not check for NULL and would hand out a tensor without memory; PyTorch
  *   turns the exception into a Python RuntimeError. Never returns NULL for size > 0.
- * gpumem_torch_free: gives back memory from gpumem_torch_alloc (on its allocation stream);
- *   NULL is a no-op; an unknown pointer is logged and ignored. Never throws.
+ * gpumem_torch_free: gives back memory from gpumem_torch_alloc (on its allocation stream, which
+ *   PyTorch passes again with the size); NULL is a no-op. Never throws. A pointer that
+ *   gpumem_torch_alloc did not return is undefined behaviour where the manager has an unowned
+ *   path (the pool and async managers free by address, size and stream); with other managers it
+ *   is logged and ignored.
  * gpumem_torch_live_allocations: how many allocations are live (for tests).
  *
- * Ownership: the extension keeps each allocation in a table until it is freed. Thread safety:
- * all three may be called from any thread (PyTorch frees from autograd and DataLoader threads).
+ * Ownership: with the pool and async managers (memory_manager::unowned()) nothing is kept per
+ * allocation: PyTorch's own record (pointer, size, device, stream) is what the free uses; the
+ * extension keeps, per device, the state of each manager that still has live blocks (so a block
+ * goes back to its manager after gpumem.set_memory_manager replaced it). Other managers' memory
+ * is kept in a table of owners until it is freed. Thread safety: all three may be called from any
+ * thread (PyTorch frees from autograd and DataLoader threads).
  */
 #ifndef GPUMEM_PYTHON_TORCH_ALLOCATOR_H
 #define GPUMEM_PYTHON_TORCH_ALLOCATOR_H

@@ -1,0 +1,246 @@
+"""The C parts of the framework bridges on the host backend, without the frameworks' devices:
+PyTorch's two C functions (called through ctypes, as CUDAPluggableAllocator does), gpumem.numba's
+pointer made by the extension, gpumem.cupy's allocator with stand-ins for CuPy's types."""
+
+import ctypes
+import sys
+
+import pytest
+
+import gpumem
+from gpumem import _gpumem
+
+
+@pytest.fixture
+def torch_abi():
+    lib = ctypes.CDLL(_gpumem.__file__)
+    lib.gpumem_torch_alloc.restype = ctypes.c_void_p
+    lib.gpumem_torch_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    lib.gpumem_torch_free.restype = None
+    lib.gpumem_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                      ctypes.c_void_p]
+    lib.gpumem_torch_live_allocations.restype = ctypes.c_size_t
+    return lib
+
+
+def test_torch_functions_on_the_pool_count_and_free_without_a_table(torch_abi):
+    gpumem.set_memory_manager("pool", 0)
+    base = torch_abi.gpumem_torch_live_allocations()
+    assert torch_abi.gpumem_torch_alloc(0, 0, None) is None
+    ptrs = [torch_abi.gpumem_torch_alloc(4096 * (i + 1), 0, None) for i in range(5)]
+    assert all(ptrs) and len(set(ptrs)) == 5
+    assert torch_abi.gpumem_torch_live_allocations() == base + 5
+    s = gpumem.statistics(0)
+    assert s.allocations == 5 and s.bytes_in_use == 4096 * 15
+    for i, p in enumerate(ptrs):
+        torch_abi.gpumem_torch_free(p, 4096 * (i + 1), 0, None)
+    assert torch_abi.gpumem_torch_live_allocations() == base
+    s = gpumem.statistics(0)
+    assert s.allocations == 0 and s.bytes_in_use == 0 and s.pending_count == 0
+    assert _gpumem._time_torch_pair(100, 4096, 0, 0) > 0
+    assert _gpumem._time_device_synchronize(10, 0) > 0  # bench/python_alloc.py's split
+
+
+def test_torch_blocks_of_a_replaced_manager_go_back_to_it(torch_abi):
+    # The device's manager changes while PyTorch holds blocks of the old one: each free must go
+    # to the manager its block came from (recorded from the switch on), pool or table alike.
+    gpumem.set_memory_manager("pool", 0)
+    base = torch_abi.gpumem_torch_live_allocations()
+    old = [torch_abi.gpumem_torch_alloc(8192, 0, None) for _ in range(3)]
+    gpumem.set_memory_manager("pool", 0)  # a new context and pool; the old pool lives on
+    new = [torch_abi.gpumem_torch_alloc(4096, 0, None) for _ in range(2)]
+    assert gpumem.statistics(0).bytes_in_use == 8192
+    torch_abi.gpumem_torch_free(old[0], 8192, 0, None)
+    torch_abi.gpumem_torch_free(new[0], 4096, 0, None)
+    assert gpumem.statistics(0).bytes_in_use == 4096, "the old block went to the old pool"
+    gpumem.set_memory_manager("default", 0)  # no unowned path: the table
+    table = torch_abi.gpumem_torch_alloc(1024, 0, None)
+    assert gpumem.statistics(0).allocations == 1
+    torch_abi.gpumem_torch_free(old[1], 8192, 0, None)
+    torch_abi.gpumem_torch_free(new[1], 4096, 0, None)
+    torch_abi.gpumem_torch_free(table, 1024, 0, None)
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
+    gpumem.set_memory_manager("pool", 0)
+    again = torch_abi.gpumem_torch_alloc(4096, 0, None)
+    torch_abi.gpumem_torch_free(again, 4096, 0, None)
+    torch_abi.gpumem_torch_free(old[2], 8192, 0, None)
+    assert gpumem.statistics(0).bytes_in_use == 0
+    assert torch_abi.gpumem_torch_live_allocations() == base
+
+
+def test_torch_functions_on_the_default_manager_use_the_table(torch_abi):
+    gpumem.set_memory_manager("default", 0)
+    p = torch_abi.gpumem_torch_alloc(4096, 0, None)
+    assert gpumem.statistics(0).allocations == 1
+    torch_abi.gpumem_torch_free(p, 4096, 0, None)
+    gpumem.flush(0)
+    assert gpumem.statistics(0).allocations == 0
+
+
+class _Context:
+    pass
+
+
+class _Pointer:
+    """Stands in for gpumem.numba._GpumemPointer where numba is not installed."""
+
+    is_managed = False
+    refct = 1
+    _owner = None
+
+
+def _pointer_class():
+    try:
+        import gpumem.numba
+
+        return gpumem.numba._GpumemPointer
+    except ImportError:
+        return _Pointer
+
+
+def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
+    gpumem.set_memory_manager("pool", 0)
+    cls = _pointer_class()
+    ctx = _Context()
+    p = _gpumem._numba_pointer(cls, ctx, 0, None, 4096)
+    assert type(p) is cls
+    assert p.context is ctx and p.size == 4096 and p._cuda_memsize_ == 4096
+    assert p.refct == 1 and p.is_managed is False and p._owner is None
+    assert p._allocation.size == 4096 and p._allocation.ptr != 0
+    if cls is not _Pointer:
+        assert p.owner is p
+        assert int(p.device_pointer) == p._allocation.ptr and p.handle is p.device_pointer
+        p.free()  # no finalizer: nothing happens, as Numba's MemoryPointer without one
+    assert gpumem.statistics(0).bytes_in_use == 4096
+    del p
+    s = gpumem.statistics(0)
+    assert s.pending_count == 1 and s.bytes_in_use == 4096, "EMM frees are deferred"
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
+    with pytest.raises(gpumem.OutOfMemoryError):
+        _gpumem._numba_pointer(cls, ctx, 0, None, 1 << 62)
+    asked = []
+    assert _gpumem._numba_pointer(cls, ctx, 0, lambda n: asked.append(n) or "answer",
+                                  1 << 62) == "answer"
+    assert asked == [1 << 62], "out of memory: the callback answers"
+    with pytest.raises(ValueError):
+        _gpumem._numba_pointer(42, ctx, 0, None, 16)
+
+
+class _Unowned:
+    def __init__(self, ptr, size, owner, device_id):
+        self.ptr, self.size, self.owner, self.device_id = ptr, size, owner, device_id
+
+
+class _MemoryPointer:
+    def __init__(self, mem, offset):
+        self.mem, self.ptr = mem, mem.ptr + offset
+
+
+@pytest.fixture
+def cupy_fakes():
+    state = {"stream": 0, "kept": [], "oom": []}
+
+    def out_of_memory(nbytes):
+        state["oom"].append(nbytes)
+        raise MemoryError(nbytes)
+
+    _gpumem._cupy_setup(None, lambda: state["stream"], _Unowned, _MemoryPointer,
+                        lambda device, handle: state["kept"].append((device, handle)),
+                        out_of_memory)
+    yield state
+    if "gpumem.cupy" in sys.modules:  # give the real module its bridge back
+        cp = sys.modules["gpumem.cupy"]
+        _gpumem._cupy_setup(cp._current_stream_capsule(),
+                            lambda: cp._cupy.cuda.get_current_stream().ptr,
+                            cp._memory.UnownedMemory, cp._memory.MemoryPointer, cp._keep_stream,
+                            cp._malloc_after_out_of_memory)
+
+
+def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_fakes):
+    gpumem.set_memory_manager("pool", 0)
+    mp = _gpumem._cupy_malloc(4096)
+    assert isinstance(mp, _MemoryPointer) and mp.mem.size == 4096 and mp.mem.device_id == 0
+    assert mp.ptr != 0 and type(mp.mem.owner).__name__ == "PyCapsule"
+    assert cupy_fakes["kept"] == [], "the null stream is never kept"
+    assert gpumem.statistics(0).bytes_in_use == 4096
+    del mp
+    assert gpumem.statistics(0).bytes_in_use == 0, "stream-ordered: freed at once"
+    # A stream other than 0, 1, 2 is told to the module once (it keeps CuPy's object); 0 bytes,
+    # so that the made-up handle never reaches the pool.
+    cupy_fakes["stream"] = 0x5000
+    a, b = _gpumem._cupy_malloc(0), _gpumem._cupy_malloc(0)
+    assert a.ptr == 0 and b.mem.size == 0
+    assert cupy_fakes["kept"] == [(0, 0x5000)], "told once per (device, stream)"
+    _gpumem._cupy_forget_stream(0, 0x5000)
+    _gpumem._cupy_malloc(0)
+    assert cupy_fakes["kept"] == [(0, 0x5000)] * 2, "forgotten: told again"
+    _gpumem._cupy_forget_stream(0, 0x5000)
+    cupy_fakes["stream"] = 0
+    with pytest.raises(MemoryError):
+        _gpumem._cupy_malloc(1 << 62)
+    assert cupy_fakes["oom"] == [1 << 62]
+
+
+def test_numba_manager_memalloc_makes_the_pointer_in_c_and_reports_numbas_errors():
+    numba_bridge = pytest.importorskip("gpumem.numba")
+    gpumem.set_memory_manager("pool", 0)
+
+    class Device:
+        id = 0
+
+    class Context:
+        device = Device()
+
+    ctx = Context()
+    manager = numba_bridge.GpumemNumbaManager(context=ctx)
+    first = manager.memalloc(4096)  # initializes first
+    second = manager.memalloc(1024)
+    assert type(first) is type(second) is numba_bridge._GpumemPointer
+    assert first.context == ctx and second.size == 1024
+    assert gpumem.statistics(0).bytes_in_use == 5120
+    with pytest.raises(numba_bridge.OutOfMemoryError) as caught:
+        manager.memalloc(1 << 62)
+    assert isinstance(caught.value, MemoryError) and caught.value.requested_bytes == 1 << 62
+    del first, second
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
+    manager.reset()  # as cuda.close(): the next memalloc initializes again
+    assert manager._device is None
+    again = manager.memalloc(256)
+    assert again.size == 256 and manager._device == 0
+
+
+def test_torch_functions_from_many_threads_keep_every_count(torch_abi):
+    # ctypes releases the GIL around each call, so the threads really run the C functions at once
+    # (PyTorch frees from autograd and DataLoader threads).
+    import threading
+
+    gpumem.set_memory_manager("pool", 0)
+    base = torch_abi.gpumem_torch_live_allocations()
+    errors = []
+
+    def work(seed):
+        try:
+            held = []
+            for i in range(2000):
+                size = 256 * (1 + (seed * 7 + i) % 13)
+                held.append((torch_abi.gpumem_torch_alloc(size, 0, None), size))
+                if len(held) > 8:
+                    p, n = held.pop((seed + i) % len(held))
+                    torch_abi.gpumem_torch_free(p, n, 0, None)
+            for p, n in held:
+                torch_abi.gpumem_torch_free(p, n, 0, None)
+        except Exception as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert torch_abi.gpumem_torch_live_allocations() == base
+    s = gpumem.statistics(0)
+    assert s.allocations == 0 and s.bytes_in_use == 0 and s.total_allocations == 8000
