@@ -95,10 +95,12 @@ if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
   # One libstdc++ per process: a compiler that links it statically into libgpumem.so and the
   # extension (as a toolchain wrapper in /opt may) gives each its own copy beside the system's that
   # numpy and the frameworks load, and a C++ exception crossing them crashes. The system g++ links
-  # it dynamically; use it when present.
+  # it dynamically; use it when present, as the CUDA host compiler too (CUDAHOSTCXX: the
+  # cmake.define alone left CMake on the wrapper, whose implicit link libraries then brought the
+  # static libstdc++ into libgpumem.so, which has CUDA sources).
   wheel_cxx=()
   if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
-    wheel_cxx=(CXX=/usr/bin/g++ CC=/usr/bin/gcc)
+    wheel_cxx=(CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++)
     wheel_cuda_host=(-C cmake.define.CMAKE_CUDA_HOST_COMPILER=/usr/bin/g++)
   else
     wheel_cuda_host=()
