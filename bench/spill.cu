@@ -6,7 +6,7 @@
 //   pinned both     both directions at once on two streams (bytes of both / time)
 //   spill           spill_device_memory(all): whole buffers into the pinned host pool
 //   unspill         every buffer brought back (a spill_lock holding each, one thread)
-//   spill+unspill   half the buffers spilled by one thread while another unspills the other half
+//   spill+unspill   half the bytes spilled by one thread while another unspills the other half
 //
 // Sets of 1 GiB and 8 GiB of buffers of 64 KiB to 256 MiB (powers of four, in turn, until the set
 // is full). The manager's pool and copy streams are warmed by one untimed round, so pinning is not
@@ -26,6 +26,7 @@
 
 #include "support/bench_support.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -130,28 +131,41 @@ spill_rates measure_spilling(std::size_t total, std::size_t largest) {
     r.spill = gbps(spilled, spill_s);
     r.unspill = gbps(total, unspill_s);
   }
-  // Both at once: the odd buffers spilled first; then one thread spills the even ones while
-  // another unspills the odd ones.
+  // Both at once: the buffers are split into two groups of (nearly) equal bytes, largest first
+  // into the lighter group, as the pinned reference moves equal bytes each way (with the
+  // alternate buffers of a mixed-size set, one direction would run alone at the end and the
+  // figure would measure the imbalance, not the overlap). The "in" group is spilled first; then
+  // one thread spills the "out" group while another unspills the "in" group.
+  std::vector<std::size_t> order(buffers.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return buffers[a].size() > buffers[b].size(); });
+  std::vector<std::size_t> out_group, in_group;
+  std::size_t out_bytes = 0, in_bytes = 0;
+  for (std::size_t i : order) {
+    bool const to_out = out_bytes <= in_bytes;
+    (to_out ? out_group : in_group).push_back(i);
+    (to_out ? out_bytes : in_bytes) += buffers[i].size();
+  }
   for (int round = 0; round < 2; ++round) {
-    std::size_t odd_bytes = 0, even_bytes = 0;
-    for (std::size_t i = 0; i < buffers.size(); ++i) {
-      if (i % 2 == 1) {
-        m.spill(buffers[i]);
-        odd_bytes += buffers[i].size();
-      } else {
-        even_bytes += buffers[i].size();
-      }
-    }
+    for (std::size_t i : in_group)
+      m.spill(buffers[i]);
     gpumem::backend().synchronize();
     stopwatch w;
     std::thread spiller([&] {
-      for (std::size_t i = 0; i < buffers.size(); i += 2)
+      for (std::size_t i : out_group)
         m.spill(buffers[i]);
     });
-    std::thread unspiller([&] { unspill_all(buffers, 1, 2); });
+    std::thread unspiller([&] {
+      for (std::size_t i : in_group) {
+        gpumem::spill_lock lock;
+        lock.hold(buffers[i]);
+      }
+    });
     spiller.join();
     unspiller.join();
-    r.both = gbps(odd_bytes + even_bytes, w.seconds());
+    r.both = gbps(out_bytes + in_bytes, w.seconds());
     unspill_all(buffers, 0, 1);
   }
   return r;
