@@ -159,7 +159,7 @@ echo "===== benchmarks"
 cat "$out/bench.log" | tail -c 6000
 echo
 {
-  echo "===== gpu-check summary ($(head -1 "$out/device.txt"), commit $(sed -n 2p "$out/device.txt"))"
+  echo "===== gpu-check summary ($(head -1 "$out/device.txt"), commit $(tail -1 "$out/device.txt"))"
   printf '%s\n' "${rows[@]}"
 } | tee "$out/summary.txt"
 if [ -n "${OUT:-}" ]; then

@@ -27,6 +27,9 @@ class multi_device : public ::testing::Test {
     if (count < 2)
       GTEST_SKIP() << "needs 2 devices; the " << to_string(backend().kind()) << " backend has "
                    << count;
+    // set_memory_manager binds contexts created afterwards: earlier tests of this executable
+    // left device 0's context (with the environment's manager) behind.
+    close();
     set_memory_manager(load_memory_manager("pool"));
     backend().set_current_device(0);
   }
