@@ -30,15 +30,9 @@ TEST_F(pool_test, streams_carve_from_their_own_arenas_without_the_pool_mutex) {
   {
     random_pairs on_a(pool, a, 1, small_blocks);
     random_pairs on_b(pool, b, 2, small_blocks);
-    for (int i = 0; i < 40000; ++i) {  // warm up
-      on_a.step();
-      on_b.step();
-    }
+    test::step_in_turn(on_a, on_b, 40000);  // warm up
     std::uint64_t const before = pool.statistics().lock_acquisitions;
-    for (int i = 0; i < 40000; ++i) {
-      on_a.step();
-      on_b.step();
-    }
+    test::step_in_turn(on_a, on_b, 40000);
     std::uint64_t const locks = pool.statistics().lock_acquisitions - before;
     EXPECT_LT(locks, 40u) << locks << " mutex acquisitions for 80000 operations";
     pool.check_invariants();

@@ -32,16 +32,10 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
   {
     random_pairs on_a(pool, a, 11, large_blocks);
     random_pairs on_b(pool, b, 12, large_blocks);
-    for (int i = 0; i < 4000; ++i) {  // warm up
-      on_a.step();
-      on_b.step();
-    }
+    test::step_in_turn(on_a, on_b, 4000);  // warm up
     pool_statistics const before = pool.statistics();
     std::size_t const frees_before = on_a.frees() + on_b.frees();
-    for (int i = 0; i < 4000; ++i) {
-      on_a.step();
-      on_b.step();
-    }
+    test::step_in_turn(on_a, on_b, 4000);
     pool_statistics const after = pool.statistics();
     std::size_t const frees = on_a.frees() + on_b.frees() - frees_before;
     std::uint64_t const locks = after.lock_acquisitions - before.lock_acquisitions;

@@ -91,4 +91,12 @@ class random_pairs {
   std::size_t frees_ = 0;
 };
 
+// `steps` steps of x and of y, in turn, on the calling thread.
+inline void step_in_turn(random_pairs& x, random_pairs& y, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    x.step();
+    y.step();
+  }
+}
+
 }  // namespace gpumem::test
