@@ -22,9 +22,8 @@
 #include <gpumem/frame/apply.hpp>
 #include <gpumem/frame/data_frame.hpp>
 #include <gpumem/manager/context.hpp>
-#include <gpumem/strings/case.hpp>
-#include <gpumem/strings/udf_string.hpp>
 
+#include "../tests/support/example_udfs.hpp"
 #include "support/bench_support.hpp"
 
 #include <cstddef>
@@ -43,13 +42,7 @@ using gpumem::MiB;
 using gpumem::bench::stopwatch;
 namespace frame = gpumem::frame;
 
-struct shout {
-  GPUMEM_HD gpumem::strings::udf_result operator()(gpumem::strings::string_view s) const {
-    gpumem::strings::udf_string r = gpumem::strings::upper(s);
-    r += "!";
-    return r;
-  }
-};
+using gpumem::test::shout;  // s.upper() + "!", the UDF tests/frame/spill_ops_test.cu runs
 
 // Bytes a row takes: 8 + 8 + 4 numeric, a mask bit, 8 offset bytes and 4 to 20 characters (12 on
 // average).

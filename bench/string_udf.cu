@@ -21,13 +21,12 @@
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/cuda/launch.hpp>
-#include <gpumem/strings/case.hpp>
-#include <gpumem/strings/combine.hpp>
 #include <gpumem/strings/transform.hpp>
 #include <gpumem/strings/udf_string.hpp>
 #include <gpumem/strings/unicode.hpp>
 #include <gpumem/strings/utf8.hpp>
 
+#include "../tests/support/example_udfs.hpp"
 #include "support/bench_support.hpp"
 
 #include <algorithm>
@@ -46,15 +45,9 @@ namespace strings = gpumem::strings;
 
 namespace {
 
-// The UDF as the Python reads, with the strings layer's upper() and `+`; "abc" appended in place
-// (no copy of the result).
-struct spec_udf {
-  GPUMEM_HD strings::udf_result operator()(strings::string_view s) const {
-    strings::udf_string result = s.length() > 2 ? upper(s) : s + s;
-    result += "abc";
-    return result;
-  }
-};
+// The UDF as the Python reads, with the strings layer's upper() and `+`: the one the tests check
+// (tests/strings/transform_test.cu).
+using gpumem::test::spec_udf;
 
 // --- the two-pass kernel: sizes, scan, write ---------------------------------------------------
 // No device allocation, so its own upper: unicode::to_upper per code point, the full mapping that

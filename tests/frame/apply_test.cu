@@ -1,14 +1,12 @@
 // apply: a string UDF from the strings layer over a strings series / a frame's column, giving a
 // new series with the same index and name (on the cuda backend a kernel of this file).
+#include <example_udfs.hpp>
 #include <expect_error.hpp>
 
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/frame/apply.hpp>
 #include <gpumem/frame/data_frame.hpp>
-#include <gpumem/strings/case.hpp>
-#include <gpumem/strings/combine.hpp>
-#include <gpumem/strings/udf_string.hpp>
 
 #include <gtest/gtest.h>
 
@@ -23,19 +21,8 @@ using gpumem::column;
 using gpumem::frame::data_frame;
 using gpumem::frame::label;
 using gpumem::frame::series;
-using gpumem::strings::string_view;
-using gpumem::strings::udf_result;
-using gpumem::strings::udf_string;
+using gpumem::test::spec_udf;  // (s.upper() if len(s) > 2 else s + s) + "abc"
 using rows_t = std::vector<std::optional<std::string>>;
-
-// Python: (s.upper() if len(s) > 2 else s + s) + "abc"
-struct spec_udf {
-  GPUMEM_HD udf_result operator()(string_view s) const {
-    udf_string r = s.length() > 2 ? upper(s) : s + s;
-    r += "abc";
-    return r;
-  }
-};
 
 TEST(apply, string_udf_over_series) {
   series const s(gpumem::strings_column_from_host(rows_t{"do", std::nullopt, "you", "é"}),

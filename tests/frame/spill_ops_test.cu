@@ -3,14 +3,14 @@
 // sum, a write, a deep copy and a string UDF (strings::transform through frame::apply) bring their
 // inputs back for the operation, and afterwards the inputs are spilled again — spillable, never
 // exposed. (A kernel of this file: nvcc in CUDA builds.)
+#include <example_udfs.hpp>
+
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/frame/apply.hpp>
 #include <gpumem/frame/data_frame.hpp>
-#include <gpumem/strings/case.hpp>
-#include <gpumem/strings/udf_string.hpp>
 
 #include <gtest/gtest.h>
 
@@ -26,17 +26,10 @@ using gpumem::buffer;
 using gpumem::column;
 using gpumem::frame::data_frame;
 using gpumem::frame::series;
+using gpumem::test::shout;  // s.upper() + "!"
 using rows_t = std::vector<std::optional<std::string>>;
 template <class T>
 using opt_vec = std::vector<std::optional<T>>;
-
-struct shout {
-  GPUMEM_HD gpumem::strings::udf_result operator()(gpumem::strings::string_view s) const {
-    gpumem::strings::udf_string r = gpumem::strings::upper(s);
-    r += "!";
-    return r;
-  }
-};
 
 // A global spill manager with a device limit of 0 for the test's scope.
 class spill_everything : public ::testing::Test {

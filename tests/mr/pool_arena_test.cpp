@@ -9,43 +9,18 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <limits>
-#include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace gpumem {
 namespace {
 
 using test::pool_test;
+using test::random_pairs;
 
-// Random pairs on `stream`, sizes log-uniform over 1 KiB-1 MiB, at most 64 blocks live.
-struct churn {
-  pool_resource& pool;
-  stream_handle stream;
-  std::mt19937_64 rng;
-  std::vector<std::pair<void*, std::size_t>> live;
-
-  void step() {
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    if (live.size() < 64 && (live.empty() || rng() % 2)) {
-      auto const bytes =
-          static_cast<std::size_t>(std::exp(std::log(1024.0) + unit(rng) * std::log(1024.0)));
-      live.emplace_back(pool.allocate(bytes, stream), bytes);
-    } else {
-      std::size_t const k = rng() % live.size();
-      pool.deallocate(live[k].first, live[k].second, stream);
-      live[k] = live.back();
-      live.pop_back();
-    }
-  }
-  ~churn() {
-    for (auto [p, bytes] : live)
-      pool.deallocate(p, bytes, stream);
-  }
-};
+// Sizes 1 KiB-1 MiB, at most 64 blocks live.
+constexpr random_pairs::sizes small_blocks{1 * KiB, 1 * MiB, 64};
 
 TEST_F(pool_test, streams_carve_from_their_own_arenas_without_the_pool_mutex) {
   // Two streams churning side by side (one thread, so the count is exact). Once each stream's
@@ -53,17 +28,11 @@ TEST_F(pool_test, streams_carve_from_their_own_arenas_without_the_pool_mutex) {
   // growth only. Before arenas, every carve took it: about 6 times per 1000 pairs on this mix.
   pool_resource pool(upstream);
   {
-    churn on_a{pool, a, std::mt19937_64(1), {}};
-    churn on_b{pool, b, std::mt19937_64(2), {}};
-    for (int i = 0; i < 40000; ++i) {  // warm up
-      on_a.step();
-      on_b.step();
-    }
+    random_pairs on_a(pool, a, 1, small_blocks);
+    random_pairs on_b(pool, b, 2, small_blocks);
+    test::step_in_turn(on_a, on_b, 40000);  // warm up
     std::uint64_t const before = pool.statistics().lock_acquisitions;
-    for (int i = 0; i < 40000; ++i) {
-      on_a.step();
-      on_b.step();
-    }
+    test::step_in_turn(on_a, on_b, 40000);
     std::uint64_t const locks = pool.statistics().lock_acquisitions - before;
     EXPECT_LT(locks, 40u) << locks << " mutex acquisitions for 80000 operations";
     pool.check_invariants();

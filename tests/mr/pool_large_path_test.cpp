@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
 #include <random>
 #include <utility>
 #include <vector>
@@ -20,34 +19,10 @@ namespace gpumem {
 namespace {
 
 using test::pool_test;
+using test::random_pairs;
 
-// Random large pairs on `stream`: sizes log-uniform over 5-40 MiB, at most 12 blocks live.
-struct large_churn {
-  pool_resource& pool;
-  stream_handle stream;
-  std::mt19937_64 rng;
-  std::vector<std::pair<void*, std::size_t>> live;
-  std::size_t frees = 0;
-
-  void step() {
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    if (live.size() < 12 && (live.empty() || rng() % 2)) {
-      double const lo = std::log(5.0 * MiB), hi = std::log(40.0 * MiB);
-      auto const bytes = static_cast<std::size_t>(std::exp(lo + unit(rng) * (hi - lo)));
-      live.emplace_back(pool.allocate(bytes, stream), bytes);
-    } else {
-      std::size_t const k = rng() % live.size();
-      pool.deallocate(live[k].first, live[k].second, stream);
-      live[k] = live.back();
-      live.pop_back();
-      ++frees;
-    }
-  }
-  ~large_churn() {
-    for (auto [p, bytes] : live)
-      pool.deallocate(p, bytes, stream);
-  }
-};
+// Large blocks: sizes 5-40 MiB, at most 12 live.
+constexpr random_pairs::sizes large_blocks{5 * MiB, 40 * MiB, 12};
 
 TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per_free) {
   // One thread drives both streams, so the counts are exact. Once each stream's extents hold what
@@ -55,20 +30,14 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
   // stream's lock alone, and a stream that takes back what it frees needs no fence.
   pool_resource pool(upstream);
   {
-    large_churn on_a{pool, a, std::mt19937_64(11), {}};
-    large_churn on_b{pool, b, std::mt19937_64(12), {}};
-    for (int i = 0; i < 4000; ++i) {  // warm up
-      on_a.step();
-      on_b.step();
-    }
+    random_pairs on_a(pool, a, 11, large_blocks);
+    random_pairs on_b(pool, b, 12, large_blocks);
+    test::step_in_turn(on_a, on_b, 4000);  // warm up
     pool_statistics const before = pool.statistics();
-    std::size_t const frees_before = on_a.frees + on_b.frees;
-    for (int i = 0; i < 4000; ++i) {
-      on_a.step();
-      on_b.step();
-    }
+    std::size_t const frees_before = on_a.frees() + on_b.frees();
+    test::step_in_turn(on_a, on_b, 4000);
     pool_statistics const after = pool.statistics();
-    std::size_t const frees = on_a.frees + on_b.frees - frees_before;
+    std::size_t const frees = on_a.frees() + on_b.frees() - frees_before;
     std::uint64_t const locks = after.lock_acquisitions - before.lock_acquisitions;
     std::uint64_t const events = after.events_recorded - before.events_recorded;
     ASSERT_GT(frees, 3000u);

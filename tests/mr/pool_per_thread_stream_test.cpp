@@ -5,6 +5,7 @@
 #include <gpumem/mr/pool_resource.hpp>
 
 #include "pool_test_support.hpp"
+#include "resource_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,12 +18,6 @@ namespace gpumem {
 namespace {
 
 using test::pool_test;
-
-bool overlap(void* a, void* b, std::size_t bytes) {
-  auto const x = reinterpret_cast<std::uintptr_t>(a);
-  auto const y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
-}
 
 // Thread 1 allocates on its per-thread stream, queues work that stays pending (a closed gate: the
 // stand-in for a kernel that writes the block later), frees the block and exits. Thread 2 (often
@@ -51,7 +46,7 @@ void exited_thread_keeps_its_blocks_until_its_work_ran(memory_resource& upstream
     pool.deallocate(second, bytes, per_thread);
   });
   t2.join();
-  EXPECT_FALSE(overlap(first, second, bytes))
+  EXPECT_FALSE(test::overlap(first, bytes, second, bytes))
       << "a new thread (same id as the exited one: " << same_id
       << ") got memory the exited thread freed while its stream's work was pending";
   gate.open();

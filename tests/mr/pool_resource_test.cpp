@@ -8,10 +8,10 @@
 #include <gpumem/mr/pool_resource.hpp>
 
 #include "pool_test_support.hpp"
+#include "resource_test_support.hpp"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -93,9 +93,7 @@ TEST_F(pool_test, block_freed_on_a_busy_stream_is_not_given_to_another) {
   pool.deallocate(p, 1 * MiB, a);
   void* q = pool.allocate(1 * MiB, b);
   EXPECT_NE(q, p);
-  std::uintptr_t const pa = reinterpret_cast<std::uintptr_t>(p);
-  std::uintptr_t const qa = reinterpret_cast<std::uintptr_t>(q);
-  EXPECT_TRUE(qa + 1 * MiB <= pa || pa + 1 * MiB <= qa) << "overlapping the pending block";
+  EXPECT_FALSE(test::overlap(q, 1 * MiB, p, 1 * MiB)) << "overlapping the pending block";
   pool.check_invariants();
   gate.open();
   pool.deallocate(q, 1 * MiB, b);
@@ -306,11 +304,8 @@ TEST_F(pool_test, blocks_parked_in_class_lists_need_no_fence_and_stay_private) {
   EXPECT_EQ(st.cached_bytes, 64 * 64 * KiB + 64 * KiB);
   // Stream b runs short: it must not get a block whose free on `a` is still pending.
   void* q = pool.allocate(4 * MiB, b);
-  auto const qa = reinterpret_cast<std::uintptr_t>(q);
-  for (void* p : blocks) {
-    auto const pa = reinterpret_cast<std::uintptr_t>(p);
-    EXPECT_TRUE(qa + 4 * MiB <= pa || pa + 64 * KiB <= qa) << "overlapping a pending block";
-  }
+  for (void* p : blocks)
+    EXPECT_FALSE(test::overlap(q, 4 * MiB, p, 64 * KiB)) << "overlapping a pending block";
   pool.check_invariants();
   gate.open();
   pool.deallocate(q, 4 * MiB, b);
@@ -322,31 +317,17 @@ TEST_F(pool_test, a_pool_too_tight_for_its_sizes_grows_instead_of_merging_on_eve
   // Sizes log-uniform over 1 KiB-4 MiB with few blocks live: without a bound on the misses that
   // merge every list back, nearly every third pair took the mutex to merge and re-carve.
   pool_resource pool(upstream);
-  std::mt19937_64 rng(5);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::vector<std::pair<void*, std::size_t>> live;
-  auto run = [&](int pairs) {
-    for (int i = 0; i < pairs;) {
-      if (live.size() < 64 && (live.empty() || rng() % 2)) {
-        auto const bytes =
-            static_cast<std::size_t>(std::exp(std::log(1024.0) + unit(rng) * std::log(4096.0)));
-        live.emplace_back(pool.allocate(bytes, a), bytes);
-        ++i;
-      } else {
-        std::size_t const k = rng() % live.size();
-        pool.deallocate(live[k].first, live[k].second, a);
-        live[k] = live.back();
-        live.pop_back();
-      }
-    }
+  test::random_pairs pairs(pool, a, 5, {1 * KiB, 4 * MiB, 64});
+  auto run = [&](std::size_t allocations) {
+    for (std::size_t const end = pairs.allocations() + allocations; pairs.allocations() < end;)
+      pairs.step();
   };
   run(20000);  // warm up
   std::uint64_t const before = pool.statistics().lock_acquisitions;
   run(20000);
   std::uint64_t const locks = pool.statistics().lock_acquisitions - before;
   EXPECT_LT(locks, 20000u / 20) << locks << " lock acquisitions for 20000 pairs";
-  for (auto [p, bytes] : live)
-    pool.deallocate(p, bytes, a);
+  pairs.free_all();
   pool.check_invariants();
 }
 

@@ -1,13 +1,22 @@
-// Shared by the pool_resource test files: the fixture with two streams over a cuda_resource, and a
-// stream gate closed at construction (work queued on the stream after it stays pending).
+// Shared by the pool_resource test files: the fixture with two streams over a cuda_resource, a
+// stream gate closed at construction (work queued on the stream after it stays pending), and a
+// seeded random workload of allocate/free pairs on one stream.
 #pragma once
 
 #include "../support/stream_gate.hpp"
 
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
 
 namespace gpumem::test {
 
@@ -25,5 +34,69 @@ struct pool_test : ::testing::Test {
     backend().destroy_stream(b);
   }
 };
+
+// Random allocate/free pairs on `stream`: each step allocates a block (sizes log-uniform over
+// [min_bytes, max_bytes)) while fewer than max_live are live, at random once any is, and otherwise
+// frees a random live block. The same seed gives the same steps. What is live is freed by
+// free_all() or the destructor (the pool must outlive this).
+class random_pairs {
+ public:
+  struct sizes {
+    std::size_t min_bytes;
+    std::size_t max_bytes;
+    std::size_t max_live;
+  };
+  random_pairs(pool_resource& pool, stream_handle stream, std::uint64_t seed, sizes s)
+      : pool_(pool),
+        stream_(stream),
+        rng_(seed),
+        log_min_(std::log(static_cast<double>(s.min_bytes))),
+        log_ratio_(std::log(static_cast<double>(s.max_bytes) / static_cast<double>(s.min_bytes))),
+        max_live_(s.max_live) {}
+  random_pairs(random_pairs const&) = delete;
+  random_pairs& operator=(random_pairs const&) = delete;
+  ~random_pairs() { free_all(); }
+
+  void step() {
+    if (live_.size() < max_live_ && (live_.empty() || rng_() % 2)) {
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      auto const bytes = static_cast<std::size_t>(std::exp(log_min_ + unit(rng_) * log_ratio_));
+      live_.emplace_back(pool_.allocate(bytes, stream_), bytes);
+      ++allocations_;
+    } else {
+      std::size_t const k = rng_() % live_.size();
+      pool_.deallocate(live_[k].first, live_[k].second, stream_);
+      live_[k] = live_.back();
+      live_.pop_back();
+      ++frees_;
+    }
+  }
+  void free_all() {
+    for (auto [p, bytes] : live_)
+      pool_.deallocate(p, bytes, stream_);
+    live_.clear();
+  }
+  std::size_t allocations() const noexcept { return allocations_; }
+  std::size_t frees() const noexcept { return frees_; }
+
+ private:
+  pool_resource& pool_;
+  stream_handle stream_;
+  std::mt19937_64 rng_;
+  double log_min_;
+  double log_ratio_;
+  std::size_t max_live_;
+  std::vector<std::pair<void*, std::size_t>> live_;
+  std::size_t allocations_ = 0;
+  std::size_t frees_ = 0;
+};
+
+// `steps` steps of x and of y, in turn, on the calling thread.
+inline void step_in_turn(random_pairs& x, random_pairs& y, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    x.step();
+    y.step();
+  }
+}
 
 }  // namespace gpumem::test

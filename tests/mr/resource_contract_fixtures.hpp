@@ -43,8 +43,11 @@
 
 namespace gpumem::contract {
 
+using test::allocate_patterned;
+using test::expect_distinct_and_intact;
 using test::fill_block;
 using test::first_mismatch;
+using test::patterned_block;
 using test::scoped_stream;
 
 // More than any device or host has: every stack must turn it into gpumem::out_of_memory.

@@ -87,29 +87,14 @@ TYPED_TEST(resource_contract, live_blocks_are_distinct_and_keep_their_contents) 
   scoped_stream stream(this->forget());
   std::mt19937 rng(42);
   std::uniform_int_distribution<std::size_t> size(1, 64 * KiB);
-  struct block {
-    void* p;
-    std::size_t bytes;
-    std::uint8_t value;
-  };
-  std::vector<block> blocks;
+  std::vector<patterned_block> blocks;
   for (int i = 0; i < 48; ++i) {
-    block b{nullptr, size(rng), static_cast<std::uint8_t>(i * 37 + 1)};
-    b.p = mr.allocate(b.bytes, stream);
-    ASSERT_NE(b.p, nullptr);
-    fill_block(mr, b.p, b.bytes, b.value, stream);
-    blocks.push_back(b);
+    std::size_t const bytes = size(rng);
+    blocks.push_back(allocate_patterned(mr, bytes, static_cast<std::uint8_t>(i * 37 + 1), stream));
+    ASSERT_NE(blocks.back().p, nullptr);
   }
-  std::map<std::uintptr_t, std::size_t> by_address;
-  for (auto const& b : blocks)
-    by_address.emplace(reinterpret_cast<std::uintptr_t>(b.p), b.bytes);
-  ASSERT_EQ(by_address.size(), blocks.size()) << "a pointer was handed out twice";
-  for (auto it = by_address.begin(); std::next(it) != by_address.end(); ++it)
-    EXPECT_LE(it->first + it->second, std::next(it)->first) << "blocks overlap";
-  for (auto const& b : blocks)
-    EXPECT_EQ(first_mismatch(mr, b.p, b.bytes, b.value, stream), b.bytes)
-        << "block of " << b.bytes << " bytes was overwritten";
-  for (auto const& b : blocks)
+  ASSERT_NO_FATAL_FAILURE(expect_distinct_and_intact(mr, blocks, stream));
+  for (patterned_block const& b : blocks)
     mr.deallocate(b.p, b.bytes, stream);
   backend().synchronize_stream(stream);
 }
@@ -195,14 +180,9 @@ TYPED_TEST(resource_contract, four_threads_churn_without_corruption) {
       scoped_stream stream(this->forget());
       std::mt19937 rng(1234 + t);
       std::uniform_int_distribution<std::size_t> size(1, 16 * KiB);
-      struct block {
-        void* p;
-        std::size_t bytes;
-        std::uint8_t value;
-      };
-      std::vector<block> live;
+      std::vector<patterned_block> live;
       auto release = [&](std::size_t i) {
-        block const b = live[i];
+        patterned_block const b = live[i];
         if (first_mismatch(mr, b.p, b.bytes, b.value, stream) != b.bytes) ++corrupted;
         mr.deallocate(b.p, b.bytes, stream);
         live[i] = live.back();
@@ -210,10 +190,9 @@ TYPED_TEST(resource_contract, four_threads_churn_without_corruption) {
       };
       for (int step = 0; step < steps; ++step) {
         if (live.size() < 32 && (live.empty() || rng() % 3 != 0)) {
-          block b{nullptr, size(rng), static_cast<std::uint8_t>(t * 64 + step % 64 + 1)};
-          b.p = mr.allocate(b.bytes, stream);
-          fill_block(mr, b.p, b.bytes, b.value, stream);
-          live.push_back(b);
+          std::size_t const bytes = size(rng);
+          live.push_back(allocate_patterned(
+              mr, bytes, static_cast<std::uint8_t>(t * 64 + step % 64 + 1), stream));
         } else {
           release(rng() % live.size());
         }

@@ -84,9 +84,7 @@ TYPED_TEST(resource_sizes, sizes_that_would_wrap_are_out_of_memory_and_touch_no_
   // Still usable, and a new block does not overlap the live one.
   void* next = mr.allocate(live_bytes, stream);
   ASSERT_NE(next, nullptr);
-  auto const a = reinterpret_cast<std::uintptr_t>(live);
-  auto const b = reinterpret_cast<std::uintptr_t>(next);
-  EXPECT_TRUE(a + live_bytes <= b || b + live_bytes <= a) << "blocks overlap";
+  EXPECT_FALSE(test::overlap(live, live_bytes, next, live_bytes)) << "blocks overlap";
   mr.deallocate(next, live_bytes, stream);
   mr.deallocate(live, live_bytes, stream);
   backend().synchronize_stream(stream);
@@ -96,25 +94,14 @@ TYPED_TEST(resource_sizes, sizes_just_past_rounding_boundaries_are_distinct_whol
   memory_resource& mr = this->mr();
   scoped_stream stream(this->forget());
   std::vector<std::size_t> const sizes = sizes_past_boundaries();
-  std::vector<void*> blocks;
+  std::vector<patterned_block> blocks;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    void* p = mr.allocate(sizes[i], stream);
-    ASSERT_NE(p, nullptr) << sizes[i];
-    fill_block(mr, p, sizes[i], static_cast<std::uint8_t>(i + 1), stream);
-    blocks.push_back(p);
+    blocks.push_back(allocate_patterned(mr, sizes[i], static_cast<std::uint8_t>(i + 1), stream));
+    ASSERT_NE(blocks.back().p, nullptr) << sizes[i];
   }
-  std::map<std::uintptr_t, std::size_t> by_address;
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    by_address.emplace(reinterpret_cast<std::uintptr_t>(blocks[i]), sizes[i]);
-  ASSERT_EQ(by_address.size(), sizes.size()) << "a pointer was handed out twice";
-  for (auto it = by_address.begin(); std::next(it) != by_address.end(); ++it)
-    EXPECT_LE(it->first + it->second, std::next(it)->first) << "blocks overlap";
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    EXPECT_EQ(first_mismatch(mr, blocks[i], sizes[i], static_cast<std::uint8_t>(i + 1), stream),
-              sizes[i])
-        << "block of " << sizes[i] << " bytes was overwritten";
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    mr.deallocate(blocks[i], sizes[i], stream);
+  ASSERT_NO_FATAL_FAILURE(expect_distinct_and_intact(mr, blocks, stream));
+  for (patterned_block const& b : blocks)
+    mr.deallocate(b.p, b.bytes, stream);
   backend().synchronize_stream(stream);
 }
 

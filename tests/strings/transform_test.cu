@@ -1,6 +1,8 @@
 // strings::transform: results, nulls, slices, identity returns, several inputs, and the lifecycle
 // of the NRT memory system (balanced statistics after every call, out-of-memory with nothing
 // leaked, malformed inputs refused). Runs on both backends.
+#include <example_udfs.hpp>
+
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/strings/case.hpp>
@@ -23,16 +25,8 @@ using gpumem::strings::nullable_string;
 using gpumem::strings::string_view;
 using gpumem::strings::udf_result;
 using gpumem::strings::udf_string;
+using gpumem::test::spec_udf;  // (s.upper() if len(s) > 2 else s + s) + "abc"
 using rows_t = std::vector<std::optional<std::string>>;
-
-// The spec's UDF, as the Python reads: (s.upper() if len(s) > 2 else s + s) + "abc".
-struct spec_udf {
-  GPUMEM_HD udf_result operator()(string_view s) const {
-    udf_string r = s.length() > 2 ? upper(s) : s + s;
-    r += "abc";
-    return r;
-  }
-};
 
 struct identity {
   GPUMEM_HD udf_result operator()(string_view s) const { return s; }

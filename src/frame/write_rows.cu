@@ -1,0 +1,129 @@
+// frame::write_rows (column_ops.hpp): rows of a fixed-width column written in place, through the
+// buffer layer's copy on write, by device code (a functor launched with gpumem::launch, so the
+// same code runs as a CUDA kernel and on the host backend's thread pool).
+//
+// copy_rows_kernel: one thread per destination mask word writes the elements and validity bits of
+// the rows of that word (read-modify-write of the partial words at the range's edges).
+#include <gpumem/buffer/spill_lock.hpp>
+#include <gpumem/column/bitmask.hpp>
+#include <gpumem/column/column.hpp>
+#include <gpumem/column/column_device_view.hpp>
+#include <gpumem/core/config.hpp>
+#include <gpumem/core/error.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/cuda/launch.hpp>
+#include <gpumem/frame/column_ops.hpp>
+
+#include "launch_shape.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace gpumem::frame {
+namespace {
+
+struct copy_rows_kernel {
+  column_device_view src;  // rows [0, count)
+  void* dst;               // element 0 of the destination buffer
+  bitmask_word* dst_mask;  // null when the destination has none
+  std::size_t dst_begin;   // destination row of source row 0
+  std::size_t count;
+  std::size_t width;       // bytes per element
+  std::size_t first_word;  // dst_begin / 32
+
+  GPUMEM_HD void operator()(thread_index const& t) const {
+    std::size_t const w = first_word + t.global();
+    std::size_t const word_begin = w * bitmask_word_bits;
+    std::size_t const begin = word_begin > dst_begin ? word_begin : dst_begin;
+    std::size_t const word_end = word_begin + bitmask_word_bits;
+    std::size_t const end = word_end < dst_begin + count ? word_end : dst_begin + count;
+    if (begin >= end) return;
+    auto const* from = static_cast<unsigned char const*>(src.head());
+    auto* to = static_cast<unsigned char*>(dst);
+    bitmask_word word = dst_mask != nullptr ? dst_mask[w] : 0;
+    for (std::size_t row = begin; row < end; ++row) {
+      std::size_t const s = row - dst_begin;
+      unsigned char const* a = from + (src.offset() + s) * width;
+      unsigned char* b = to + row * width;
+      switch (width) {  // typed copies: one load and one store per element
+        case 1:
+          *b = *a;
+          break;
+        case 2:
+          *reinterpret_cast<std::uint16_t*>(b) = *reinterpret_cast<std::uint16_t const*>(a);
+          break;
+        case 4:
+          *reinterpret_cast<std::uint32_t*>(b) = *reinterpret_cast<std::uint32_t const*>(a);
+          break;
+        default:
+          *reinterpret_cast<std::uint64_t*>(b) = *reinterpret_cast<std::uint64_t const*>(a);
+          break;
+      }
+      bitmask_word const bit = bitmask_word{1} << (row % bitmask_word_bits);
+      word = src.is_valid(s) ? (word | bit) : (word & ~bit);
+    }
+    if (dst_mask != nullptr) dst_mask[w] = word;
+  }
+};
+
+// Copies rows [0, values.size()) of `values` to rows [begin, ...) of `dst` / `dst_mask`.
+void copy_rows(column const& values, void* dst, bitmask_word* dst_mask, std::size_t begin) {
+  if (values.empty()) return;
+  std::size_t const first_word = begin / bitmask_word_bits;
+  std::size_t const last_word = (begin + values.size() - 1) / bitmask_word_bits;
+  copy_rows_kernel const k{column_device_view::create(values),
+                           dst,
+                           dst_mask,
+                           begin,
+                           values.size(),
+                           size_of(values.type()),
+                           first_word};
+  gpumem::launch(detail::covering(last_word - first_word + 1), k);
+  detail::synchronize();
+}
+
+}  // namespace
+
+void write_rows(column& target, std::size_t begin, column const& values) {
+  GPUMEM_EXPECTS(target.type().id() != type_id::string,
+                 "write_rows: strings columns cannot be written in place");
+  gpumem::detail::check_element_type(target.type(), values.type().id(), "write_rows");
+  GPUMEM_EXPECTS(begin <= target.size() && values.size() <= target.size() - begin,
+                 "write_rows: rows [" + std::to_string(begin) + ", " + std::to_string(begin) +
+                     " + " + std::to_string(values.size()) + ") are outside the column of " +
+                     std::to_string(target.size()) + " rows");
+  if (values.empty()) return;
+  // Copy on write is the buffer's (docs/buffers.md): the target's handles are moved out, so they
+  // are the only ones of this column, and get_ptr(access::write) gives them bytes of their own
+  // when any other handle (a shallow copy, a view, another frame) shares them. Buffers that are
+  // not copy-on-write are first copied into copy-on-write ones: only the buffer layer can tell
+  // whether their bytes are shared.
+  column::contents parts = target.release();
+  try {
+    if (!parts.data.is_copy_on_write()) parts.data = parts.data.as_copy_on_write();
+    if (!parts.null_mask.empty() && !parts.null_mask.is_copy_on_write())
+      parts.null_mask = parts.null_mask.as_copy_on_write();
+    std::size_t const rows = parts.offset + parts.size;
+    spill_lock lock;  // the target's and the values' buffers, until the copy is done
+    if (parts.null_mask.empty() && values.has_nulls()) {
+      buffer_options options;
+      options.memory = parts.data.memory();
+      options.copy_on_write = true;
+      parts.null_mask = buffer(bitmask_allocation_bytes(rows), options);
+      backend().fill_async(parts.null_mask.get_ptr(access::write), 0xff, parts.null_mask.size(),
+                           stream_handle{});
+    }
+    void* const data = parts.data.get_ptr(access::write);
+    auto* const mask = parts.null_mask.empty()
+                           ? nullptr
+                           : static_cast<bitmask_word*>(parts.null_mask.get_ptr(access::write));
+    copy_rows(values, data, mask, parts.offset + begin);
+  } catch (...) {
+    target = column(std::move(parts));
+    throw;
+  }
+  target = column(std::move(parts));
+}
+
+}  // namespace gpumem::frame
