@@ -3,6 +3,7 @@
 // on demand on a full device and its end with the manager, statistics at each level, the
 // environment, the global manager, and copy-on-write of spilled shared buffers.
 #include "scoped_backend.hpp"
+#include "spill_test_support.hpp"
 
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/buffer/spill_lock.hpp>
@@ -25,26 +26,9 @@
 namespace gpumem {
 namespace {
 
-std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
-  std::vector<std::byte> out(n);
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = static_cast<std::byte>((i * 13 + seed * 101 + 5) & 0xff);
-  return out;
-}
-
-void touch(buffer const& b) {
-  spill_lock lock;
-  (void)b.get_ptr(access::read);
-}
-
-spill_options quiet(int level = 0) {
-  spill_options o;
-  o.spill_on_demand = false;
-  o.statistics_level = level;
-  o.host_pool_growth = 4 * MiB;
-  o.copy_piece = 1000;  // several pieces per buffer in these tests
-  return o;
-}
+using test::pattern;
+using test::quiet;
+using test::touch;
 
 TEST(spill, least_recently_used_first_and_access_refreshes) {
   spill_manager m(quiet());

@@ -15,9 +15,9 @@
 // That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
 // call: see the comment above memalloc in resource_memory_manager.cpp. A caller that knows a block
 // is idle (it waited for its work) frees it with memory_pointer::release_idle: at once on the null
-// stream, without the queue or its synchronisation (queued as usual inside defer_cleanup()).
-// A free after the context is closed runs at once (after the barrier); failures there are logged,
-// never thrown.
+// stream, without the queue or its synchronisation (queued as usual inside defer_cleanup()); the
+// spill manager does this for the device memory of a buffer it has copied out. A free after the
+// context is closed runs at once (after the barrier); failures there are logged, never thrown.
 // After close_for_device_reset(device) (context.hpp) a late free only uncounts its block. Out of
 // memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked to free
 // memory (a spill manager, a pool trim); then the allocation is retried exactly once.
