@@ -2,7 +2,8 @@
 // memory freed at once (no deferred queue, no device synchronisation) on the managers that support
 // idle frees and through the queue on the default manager, one synchronisation per batch only when
 // a victim lent a pointer, spilling ahead of a request and of the device limit, the statistics of
-// batches, synchronisations and pinning, and a destroyed manager that no longer spills.
+// batches, synchronisations and pinning, pinned memory reused by buffers of growing sizes, and a
+// destroyed manager that no longer spills.
 #include "counted_device.hpp"
 #include "scoped_backend.hpp"
 #include "spill_test_support.hpp"
@@ -163,6 +164,26 @@ TEST(spill_ahead, the_device_limit_is_kept_with_spill_ahead_to_spare_at_most_an_
     EXPECT_TRUE(buffers[0].is_spilled());
     EXPECT_FALSE(buffers[25].is_spilled());
   }
+}
+
+TEST(spill_host_memory, buffers_of_growing_sizes_reuse_what_is_pinned) {
+  // One buffer spilled at a time, each larger than the last: held in copy_piece blocks, each reuses
+  // the blocks of the one before, so the pool pins about the largest, not the sum of them all.
+  spill_options o = quiet(1);
+  o.host_pool_growth = 4 * MiB;
+  o.copy_piece = 64 * KiB;
+  spill_manager m(o);
+  std::size_t total = 0;
+  for (std::size_t mib : {3, 5, 7, 9, 11}) {
+    buffer b = m.from_host(pattern(mib * MiB, static_cast<unsigned>(mib)).data(), mib * MiB);
+    ASSERT_TRUE(m.spill(b));
+    EXPECT_EQ(b.to_host(), pattern(mib * MiB, static_cast<unsigned>(mib)));
+    total += mib * MiB;
+  }
+  spill_statistics const s = m.statistics();
+  EXPECT_GE(s.pinned_bytes, 11 * MiB);
+  EXPECT_LE(s.pinned_bytes, 16 * MiB)
+      << "pinned for each size anew (" << total << " bytes spilled)";
 }
 
 TEST(spill_lifetime, a_destroyed_manager_no_longer_spills_to_its_limit) {
