@@ -13,8 +13,8 @@
 // While a spill_lock is the innermost one on a thread, get_ptr of a spillable or copy-on-write
 // buffer on that thread HOLDS the buffer's storage (it is not spilled) instead of exposing it; the
 // storage is released when the lock is destroyed. hold() does the same without taking a pointer.
-// Work that uses the pointers must be finished (or ordered before any spill by a device-wide
-// synchronisation, which every spill does first) before the lock goes. Locks nest; the outer one
+// Work that uses the pointers must be finished (or at least enqueued: a spill of a buffer whose
+// pointer was lent synchronises the device first) before the lock goes. Locks nest; the outer one
 // becomes innermost again when the inner one ends.
 //
 // Ownership: the lock keeps the storages it holds alive. Thread safety: a lock belongs to the
