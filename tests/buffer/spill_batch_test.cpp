@@ -23,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpumem {
@@ -110,6 +111,42 @@ TEST(spill_release, spilled_memory_is_freed_at_once_without_a_device_synchronisa
   EXPECT_GE(s.pool_growths, 1u);
   for (std::size_t i = 0; i < n; ++i)
     EXPECT_EQ(buffers[i].to_host(), pattern(64 * KiB, static_cast<unsigned>(i)));
+}
+
+TEST(spill_release, spilling_while_another_thread_unspills_never_waits_for_the_device) {
+  // bench_spill's "both at once": one thread spills one group with spill(b) while another brings
+  // the other group back. A device-wide synchronisation would wait for the other direction.
+  test::counted_device device(256 * MiB);
+  test::scoped_manager pool("pool");
+  spill_manager m(quiet(1));
+  std::vector<buffer> out, in;
+  for (unsigned i = 0; i < 24; ++i) {
+    out.push_back(m.from_host(pattern(96 * KiB, i).data(), 96 * KiB));
+    in.push_back(m.from_host(pattern(80 * KiB, 100 + i).data(), 80 * KiB));
+  }
+  for (buffer const& b : in)
+    ASSERT_TRUE(m.spill(b));
+  device.reset_counts();
+  std::thread spiller([&] {
+    for (buffer const& b : out)
+      EXPECT_TRUE(m.spill(b));
+  });
+  std::thread unspiller([&] {
+    for (buffer const& b : in) {
+      spill_lock lock;
+      lock.hold(b);
+    }
+  });
+  spiller.join();
+  unspiller.join();
+  EXPECT_EQ(device.counter->device_synchronizations, 0);
+  EXPECT_EQ(current_context().pending_deallocations().size(), 0u);
+  for (unsigned i = 0; i < 24; ++i) {
+    EXPECT_TRUE(out[i].is_spilled());
+    EXPECT_FALSE(in[i].is_spilled());
+    EXPECT_EQ(out[i].to_host(), pattern(96 * KiB, i));
+    EXPECT_EQ(in[i].to_host(), pattern(80 * KiB, 100 + i));
+  }
 }
 
 TEST(spill_release, the_default_manager_frees_through_its_queue_which_a_spill_call_flushes) {
