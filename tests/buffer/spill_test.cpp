@@ -205,13 +205,22 @@ TEST(spill, statistics_at_each_level) {
     EXPECT_EQ(text.rfind("Spill Statistics (level=" + std::to_string(level) + "):", 0), 0u) << text;
     if (level == 0) {
       EXPECT_EQ(s.spilled_bytes, 0u);
+      EXPECT_EQ(s.pinned_bytes, 0u);
       EXPECT_EQ(text.find("gpu => cpu"), std::string::npos);
     } else {
       EXPECT_EQ(s.spilled_bytes, 4096u);
       EXPECT_EQ(s.unspilled_bytes, 4096u);
       EXPECT_NE(text.find(" Spilling (level >= 1):\n  gpu => cpu: 4096B in "), std::string::npos)
           << text;
-      EXPECT_NE(text.find("  cpu => gpu: 4096B in "), std::string::npos) << text;
+      EXPECT_NE(text.find("s (1 batch, 1 buffer)\n  cpu => gpu: 4096B in "), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("s (1 buffer)\n  host memory pinned: "), std::string::npos) << text;
+      EXPECT_EQ(text.find("synchronisations"), std::string::npos) << "nothing was lent: " << text;
+      EXPECT_EQ(s.spill_count, 1u);
+      EXPECT_EQ(s.spilled_buffers, 1u);
+      EXPECT_EQ(s.unspill_count, 1u);
+      EXPECT_EQ(s.synchronizations, 0u);
+      EXPECT_GE(s.pinned_bytes, 4096u);
     }
     if (level == 2) {
       ASSERT_EQ(s.exposures.size(), 1u);
