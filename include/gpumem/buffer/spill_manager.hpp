@@ -15,9 +15,9 @@
 // global manager is set (GPUMEM_SPILL=on), any device buffer made on its device. Spilling moves a
 // whole storage (all slices of it) to blocks of the manager's pinned host pool and releases the
 // device memory; get_ptr brings it back. Handles keep their identity: slices compute their address
-// from the storage, so it is fresh after an unspill. Victims are least recently used first (every
-// get_ptr refreshes); exposed buffers, buffers held by a spill_lock and views of foreign memory are
-// never spilled.
+// from the storage, so it is fresh after an unspill. Victims are least recently used first (a use,
+// such as a pointer inside a spill lock or a transfer, refreshes a buffer when it ends); exposed
+// buffers, buffers held by a spill_lock and views of foreign memory are never spilled.
 //
 // Spill on demand (options): the manager registers an out-of-memory handler for its device
 // (manager/out_of_memory_handlers.hpp), so an allocation on that device that runs out spills at
