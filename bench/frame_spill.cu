@@ -9,11 +9,14 @@
 //             inputs inside its spill lock, and the limit sends the least recently used back
 //   unlimited the same frame and workload without a spill manager
 //
-// It prints both times, the limited run's spill statistics and "results equal: yes/no" (the
-// reductions' values and a hash of the UDF's offsets and characters). The frame is built on the
-// host once per run, outside the timed region. Exit status 1 when the results differ.
+// It prints both times, the limited run's spill statistics (bytes and copy time each way, batches,
+// device synchronisations, pinning of host memory) and "results equal: yes/no" (the reductions'
+// values and a hash of the UDF's offsets and characters). The frame is built on the host once per
+// run, outside the timed region. Exit status 1 when the results differ. Device memory comes from
+// the memory manager named by the second argument (default: the pool, as in bench_spill, so that
+// an unspill costs no cudaMalloc and a spill no cudaFree).
 //
-//   bench_frame_spill [MiB]      (GPUMEM_DEVICE=cuda|host; default 8192 on cuda, 8 on host)
+//   bench_frame_spill [MiB] [manager]   (GPUMEM_DEVICE=cuda|host; default 8192 on cuda, 8 on host)
 #include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/strings_column.hpp>
@@ -22,6 +25,7 @@
 #include <gpumem/frame/apply.hpp>
 #include <gpumem/frame/data_frame.hpp>
 #include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
 
 #include "../tests/support/example_udfs.hpp"
 #include "support/bench_support.hpp"
@@ -135,7 +139,10 @@ int main(int argc, char** argv) {
     std::size_t const bytes =
         (argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (on_cuda ? 8192 : 8)) * MiB;
     std::size_t const limit = bytes / 2;
-    std::printf("bench_frame_spill\ndevice: %s\n", gpumem::bench::device_line().c_str());
+    char const* const manager_name = argc > 2 ? argv[2] : "pool";
+    gpumem::set_memory_manager(gpumem::load_memory_manager(manager_name));
+    std::printf("bench_frame_spill\ndevice: %s\nmemory manager: %s\n",
+                gpumem::bench::device_line().c_str(), manager_name);
     std::printf("frame: %s of data (%zu rows: int64, float64, int32 with nulls, strings)\n",
                 gpumem::format_bytes(bytes).c_str(), bytes / bytes_per_row);
     std::printf("workload: string UDF (upper + \"!\") and sum/min/max/mean of every column\n");

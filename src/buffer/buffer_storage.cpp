@@ -8,27 +8,9 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 
-#include <chrono>
 #include <utility>
 
 namespace gpumem::detail {
-
-host_block& host_block::operator=(host_block&& other) noexcept {
-  if (this != &other) {
-    reset();
-    registry_ = std::move(other.registry_);
-    ptr_ = std::exchange(other.ptr_, nullptr);
-    bytes_ = std::exchange(other.bytes_, 0);
-  }
-  return *this;
-}
-
-void host_block::reset() noexcept {
-  if (ptr_ != nullptr) registry_->release_host(ptr_, bytes_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-  registry_.reset();
-}
 
 buffer_storage::buffer_storage(void* base, std::size_t size, buffer_memory memory,
                                buffer_origin origin, keeper owner, tracking track) noexcept
@@ -42,11 +24,7 @@ buffer_storage::buffer_storage(void* base, std::size_t size, buffer_memory memor
       registry_(std::move(track.spill)) {}
 
 buffer_storage::~buffer_storage() {
-  if (registry_ != nullptr) registry_->remove(this, residence_.load(), size_);
-}
-
-void buffer_storage::touch() noexcept {
-  if (registry_ != nullptr) last_use_.store(registry_->tick(), std::memory_order_relaxed);
+  if (registry_ != nullptr) registry_->remove(*this, residence_.load(), size_);
 }
 
 bool buffer_storage::spillable_now() const noexcept {
@@ -54,26 +32,28 @@ bool buffer_storage::spillable_now() const noexcept {
          residence_.load() == residence::on_device;
 }
 
-void buffer_storage::finish_spill(host_block host) noexcept {
-  // The copy into `host` is complete: the device memory goes (through the manager's deferred
-  // queue, which the out-of-memory path flushes before its retry).
+bool buffer_storage::finish_spill(host_copy host) noexcept {
+  // The copy into `host` is complete and no work uses the device bytes (see spill_registry.cpp):
+  // the memory goes back to the manager at once where it supports that, else through its
+  // deferred queue (which the out-of-memory path flushes before its retry).
+  bool freed = true;
+  if (auto* device = std::get_if<memory_pointer>(&owner_)) freed = device->release_idle();
   owner_ = std::shared_ptr<void>();
   host_ = std::move(host);
-  base_ = host_.get();
+  base_ = nullptr;
   residence_.store(residence::spilled, std::memory_order_release);
+  return freed;
 }
 
 void buffer_storage::unspill_locked() {
-  auto const start = std::chrono::steady_clock::now();
   memory_pointer device = registry_->allocate_device(size_);
   void* const address = device.device_pointer();
-  registry_->copy(address, host_.get(), size_, copy_direction::to_device);
+  double const seconds = registry_->copy_to_device(address, host_);
   owner_ = std::move(device);
   base_ = address;
   host_.reset();
   residence_.store(residence::on_device, std::memory_order_release);
-  std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
-  registry_->on_unspilled(size_, took.count());
+  registry_->on_unspilled(size_, seconds);
 }
 
 void* buffer_storage::acquire(pointer_use use, char const* file, int line) {
@@ -85,13 +65,16 @@ void* buffer_storage::acquire(pointer_use use, char const* file, int line) {
       unspill_locked();
       unspilled = true;
     }
-    touch();
     if (use == pointer_use::pin || use == pointer_use::lend) {
-      ++pins_;
+      // Pinned: out of the LRU order until the last pin goes (unpin puts it at the back).
+      if (++pins_ == 1 && registry_ != nullptr) registry_->leave_order(*this);
       if (use == pointer_use::lend) lent_ = true;
     } else if (residence_.load() != residence::exposed) {
       residence_.store(residence::exposed, std::memory_order_release);
-      if (registry_ != nullptr) registry_->on_exposed(size_, file, line);
+      if (registry_ != nullptr) {
+        registry_->leave_order(*this);
+        registry_->on_exposed(size_, file, line);
+      }
     }
     address = base_;
   }
@@ -102,7 +85,9 @@ void* buffer_storage::acquire(pointer_use use, char const* file, int line) {
 
 void buffer_storage::unpin() noexcept {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  --pins_;
+  // The end of a use: the most recently used candidate (exposed storages never are one).
+  if (--pins_ == 0 && registry_ != nullptr && residence_.load() == residence::on_device)
+    registry_->on_unpinned(*this);
 }
 
 std::shared_ptr<buffer_storage> allocate_storage(std::size_t bytes, buffer_memory memory,

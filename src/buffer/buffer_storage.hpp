@@ -14,13 +14,17 @@
 //
 // Locking: the mutex is recursive because an allocation made while holding it (unspilling) may run
 // the spill-on-demand handler on the same thread, which try-locks candidate records and must find
-// this one busy (it is spilled or pinned at that moment, so it is skipped). The spill registry's
-// mutex is a leaf: never held while a record's mutex is taken.
+// this one busy (it is spilled or pinned at that moment, so it is skipped). A record's mutex may be
+// held while the spill registry's list mutex is taken (to move the record in the LRU order); the
+// registry, holding its list mutex, only try-locks records, so the two never wait for each other
+// in a cycle.
 #pragma once
 
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/manager/host_memory.hpp>
 #include <gpumem/manager/memory_pointer.hpp>
+
+#include "host_copy.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -47,27 +51,7 @@ enum class pointer_use {
   expose,  // handed out of gpumem's control: exposed for good
 };
 
-// A block of the spill manager's pinned host pool; returned to the pool when destroyed.
-class host_block {
- public:
-  host_block() noexcept = default;
-  host_block(std::shared_ptr<spill_registry> registry, void* ptr, std::size_t bytes) noexcept
-      : registry_(std::move(registry)), ptr_(ptr), bytes_(bytes) {}
-  host_block(host_block&& other) noexcept { *this = std::move(other); }
-  host_block& operator=(host_block&& other) noexcept;
-  host_block(host_block const&) = delete;
-  host_block& operator=(host_block const&) = delete;
-  ~host_block() { reset(); }
-  void reset() noexcept;
-  void* get() const noexcept { return ptr_; }
-
- private:
-  std::shared_ptr<spill_registry> registry_;
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-class buffer_storage {
+class buffer_storage : public std::enable_shared_from_this<buffer_storage> {
  public:
   // What keeps the memory alive: device or managed memory of a manager, pinned host memory, or a
   // foreign owner (may be empty).
@@ -109,8 +93,6 @@ class buffer_storage {
   void unpin() noexcept;
 
   residence where() const noexcept { return residence_.load(std::memory_order_acquire); }
-  std::uint64_t last_use() const noexcept { return last_use_.load(std::memory_order_relaxed); }
-  void touch() noexcept;
 
   // True when a pointer was lent inside a spill lock since the last device synchronisation of a
   // spill: work launched with it may still be running, so spilling it needs that synchronisation.
@@ -128,12 +110,15 @@ class buffer_storage {
   std::recursive_mutex& mutex() const noexcept { return mutex_; }
   // True when the record may be spilled now: on the device, unpinned, allocated by gpumem.
   bool spillable_now() const noexcept;
-  // The current address (device or host).
-  void* current_address() const noexcept { return base_; }
-  // Completes a spill whose copy into `host` has finished: releases the device memory.
-  void finish_spill(host_block host) noexcept;
+  // The device address (on the device only).
+  void* device_address() const noexcept { return base_; }
+  // Completes a spill whose copy into `host` has finished: the device memory is released, at once
+  // where the memory manager supports it (memory_pointer::release_idle: the copy was waited for
+  // and no other work uses the bytes); returns false when its free went to the deferred queue.
+  bool finish_spill(host_copy host) noexcept;
 
  private:
+  friend class spill_lru;
   void unspill_locked();
 
   void* base_;
@@ -148,11 +133,15 @@ class buffer_storage {
   std::shared_ptr<spill_registry> registry_;
   mutable std::recursive_mutex mutex_;
   std::atomic<residence> residence_{residence::on_device};
-  host_block host_;  // the bytes while spilled
+  host_copy host_;  // the bytes while spilled
   int pins_ = 0;
   bool lent_ = false;  // under mutex_
-  std::atomic<std::uint64_t> last_use_{0};
   std::atomic<long> slices_{0};
+  // The spill registry's least-recently-used list (spill_lru.hpp), under the registry's list
+  // mutex: linked while on the device and unpinned, so every linked record is a candidate.
+  buffer_storage* lru_prev_ = nullptr;
+  buffer_storage* lru_next_ = nullptr;
+  bool lru_linked_ = false;
 };
 
 // A tracked storage's device address held for the life of this object (an internal operation).

@@ -44,12 +44,15 @@ spill_manager::spill_manager(spill_options options)
     on_demand_->registration =
         add_out_of_memory_handler(registry_->device(), [weak](std::size_t bytes) -> std::size_t {
           auto registry = weak.lock();
-          return registry == nullptr ? 0 : registry->spill_bytes(bytes);
+          return registry == nullptr ? 0 : registry->spill_for_allocation(bytes).bytes;
         });
   }
 }
 
-spill_manager::~spill_manager() = default;
+spill_manager::~spill_manager() {
+  // Buffers keep the registry; from now on they only come back on use (nothing spills them).
+  registry_->orphan();
+}
 
 int spill_manager::device() const noexcept {
   return registry_->device();
@@ -71,33 +74,33 @@ buffer spill_manager::from_host(void const* data, std::size_t bytes, bool copy_o
 
 namespace {
 
-// The spilled buffers' device memory went to the manager's deferred queue; an explicit spill
-// means to free it now (a no-op inside defer_cleanup()).
-void release_spilled(int device, std::size_t spilled) {
-  if (spilled != 0) get_context(device).pending_deallocations().flush();
+// Spilled buffers' device memory is freed at once where the memory manager supports idle frees;
+// where it went to the deferred queue instead, an explicit spill means to free it now (a no-op
+// inside defer_cleanup()).
+std::size_t released(int device, detail::spill_outcome const& outcome) {
+  if (outcome.queued_frees) get_context(device).pending_deallocations().flush();
+  return outcome.bytes;
 }
 
 }  // namespace
 
 std::size_t spill_manager::spill_device_memory(std::size_t nbytes) {
-  std::size_t const spilled = registry_->spill_bytes(nbytes);
-  release_spilled(device(), spilled);
-  return spilled;
+  return released(device(), registry_->spill_bytes(nbytes));
 }
 
 std::size_t spill_manager::spill_to_device_limit(std::optional<std::size_t> limit) {
   if (!limit) limit = options_.device_limit;
   if (!limit) return 0;
-  std::size_t const spilled = registry_->spill_to(*limit);
-  release_spilled(device(), spilled);
-  return spilled;
+  return released(device(), registry_->spill_to(*limit));
 }
 
 bool spill_manager::spill(buffer const& b) {
   if (b.storage_ == nullptr) return false;
-  bool const spilled = registry_->spill_storage(*b.storage_);
-  release_spilled(device(), spilled ? b.storage_->size() : 0);
-  return spilled;
+  return released(device(), registry_->spill_storage(*b.storage_)) != 0;
+}
+
+void spill_manager::check_invariants() const {
+  registry_->check_invariants();
 }
 
 std::size_t spill_manager::device_bytes() const noexcept {
@@ -126,6 +129,10 @@ std::string bytes_text(std::size_t bytes) {
   return std::to_string(bytes) + "B";
 }
 
+std::string count_text(std::size_t n, char const* noun, char const* plural) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : plural);
+}
+
 }  // namespace
 
 std::string to_string(spill_statistics const& s) {
@@ -139,10 +146,18 @@ std::string to_string(spill_statistics const& s) {
   if (s.spill_count == 0 && s.unspill_count == 0) out << "  None\n";
   if (s.spill_count != 0)
     out << "  gpu => cpu: " << bytes_text(s.spilled_bytes) << " in "
-        << seconds_text(s.spill_seconds) << "\n";
+        << seconds_text(s.spill_seconds) << " (" << count_text(s.spill_count, "batch", "es") << ", "
+        << count_text(s.spilled_buffers, "buffer", "s") << ")\n";
   if (s.unspill_count != 0)
     out << "  cpu => gpu: " << bytes_text(s.unspilled_bytes) << " in "
-        << seconds_text(s.unspill_seconds) << "\n";
+        << seconds_text(s.unspill_seconds) << " (" << count_text(s.unspill_count, "buffer", "s")
+        << ")\n";
+  if (s.synchronizations != 0)
+    out << "  device synchronisations before spilling: " << s.synchronizations << " in "
+        << seconds_text(s.synchronize_seconds) << "\n";
+  if (s.pool_growths != 0)
+    out << "  host memory pinned: " << bytes_text(s.pinned_bytes) << " in "
+        << count_text(s.pool_growths, "growth", "s") << ", " << seconds_text(s.pin_seconds) << "\n";
   if (s.level >= 2) {
     out << " Exposed buffers (level >= 2):\n";
     if (s.exposures.empty()) out << "  None\n";

@@ -1,82 +1,53 @@
-// spill_registry (see spill_registry.hpp): victims, copies in pieces, the pinned host pool and the
-// statistics of one spill manager.
+// spill_registry (see spill_registry.hpp): registration, the LRU order, choosing victims and
+// spilling them in batches, the device limit, and the structure check. The copies, the host pool
+// and the statistics are in spill_transfers.cpp.
 //
-// A batch spill: snapshot the list under the registry's mutex; order it by last use; try-lock each
-// candidate that is spillable now and keep it locked while its bytes count towards the target;
-// synchronise the device once if any victim lent a pointer inside a spill lock since the last such
-// synchronisation (its bytes may still be used by work on any stream; a synchronisation would
-// also wait for the unspill copies of other threads, so it is skipped when no victim needs it);
-// allocate a
-// host block per victim and enqueue all copies on the to-host stream; wait for that stream once;
-// then release each victim's device memory and unlock. Copies of several victims therefore
-// pipeline, and a copy in the other direction (an unspill on another thread) overlaps them.
+// A batch spill: walk the LRU list from its front under the list mutex, try-locking each storage
+// and keeping it locked while its bytes count towards the target (every linked storage is on the
+// device and unpinned, so the walk costs about the victims, not every buffer); release the list
+// mutex; synchronise the device once if any victim lent a pointer inside a spill lock since the
+// last such synchronisation (its bytes may still be used by work on any stream; a synchronisation
+// would also wait for the unspill copies of other threads, so it is skipped when no victim needs
+// it); take host blocks for every victim; enqueue all copies on the to-host stream and wait for it
+// once; then release each victim's device memory and unlock. The device memory is idle then (its
+// copy was waited for, and work on other streams was finished or ordered before the
+// synchronisation), so it is freed at once (memory_pointer::release_idle) where the memory manager
+// supports it: no deferred queue, whose flush would synchronise the whole device and so wait for
+// the other direction's copies. Copies of several victims pipeline, and a copy in the other
+// direction (an unspill on another thread) overlaps them.
 #include "spill_registry.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/cuda/detail/scoped_device.hpp>
-#include <gpumem/manager/context.hpp>
-#include <gpumem/mr/pinned_host_resource.hpp>
-#include <gpumem/mr/pool_resource.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <iterator>
 #include <string>
 #include <utility>
-#include <vector>
 
 namespace gpumem::detail {
 
-spill_registry::spill_registry(int device, spill_options const& options)
-    : device_(device), options_(options), backend_(&backend()) {
-  GPUMEM_EXPECTS(options.statistics_level >= 0 && options.statistics_level <= 2,
-                 "spill_options: statistics_level " + std::to_string(options.statistics_level) +
-                     " is not 0, 1 or 2");
-  GPUMEM_EXPECTS(options.copy_piece > 0, "spill_options: copy_piece is 0");
-  scoped_device on_device(device_);
-  to_host_stream_ = backend_->create_stream(true);
-  try {
-    to_device_stream_ = backend_->create_stream(true);
-    pinned_ = std::make_unique<pinned_host_resource>(host_alloc_flags{true, true, false});
-    pool_options pool;
-    pool.chunk_size = std::max<std::size_t>(options.host_pool_growth, 2u << 20);
-    pool.initial_size = 0;
-    host_pool_ = std::make_unique<pool_resource>(*pinned_, pool);
-  } catch (...) {
-    if (to_device_stream_ != nullptr) backend_->destroy_stream(to_device_stream_);
-    backend_->destroy_stream(to_host_stream_);
-    throw;
-  }
-  stats_.level = options.statistics_level;
-}
-
-spill_registry::~spill_registry() {
-  try {
-    scoped_device on_device(device_);
-    backend_->synchronize_stream(to_host_stream_);
-    backend_->synchronize_stream(to_device_stream_);
-    host_pool_.reset();
-    pinned_.reset();
-    backend_->destroy_stream(to_host_stream_);
-    backend_->destroy_stream(to_device_stream_);
-  } catch (std::exception const& e) {
-    log(log_level::error, std::string("spill manager: releasing its streams failed: ") + e.what());
-  }
-}
+struct spill_registry::victim {
+  std::shared_ptr<buffer_storage> storage;  // destroyed last: after the lock is released
+  std::unique_lock<std::recursive_mutex> lock;
+  host_copy host;
+};
 
 void spill_registry::add(std::shared_ptr<buffer_storage> const& storage) {
-  storage->touch();
-  std::lock_guard<std::mutex> lock(mutex_);
-  storages_.emplace(storage.get(), storage);
+  std::lock_guard<std::recursive_mutex> held(storage->mutex());
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  ++registered_;
   device_bytes_.fetch_add(storage->size());
+  lru_.push_back(*storage);
 }
 
-void spill_registry::remove(buffer_storage const* storage, residence where,
-                            std::size_t bytes) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
-  storages_.erase(storage);
+void spill_registry::remove(buffer_storage& storage, residence where, std::size_t bytes) noexcept {
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  lru_.unlink(storage);
+  --registered_;
   if (where == residence::spilled) {
     host_bytes_.fetch_sub(bytes);
   } else {
@@ -85,179 +56,151 @@ void spill_registry::remove(buffer_storage const* storage, residence where,
 }
 
 std::size_t spill_registry::count() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return storages_.size();
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  return registered_;
 }
 
-memory_pointer spill_registry::allocate_device(std::size_t bytes) {
-  // The device's context now: a manager bound after close() serves it (and asks this registry's
-  // on-demand handler, which is registered for the device).
-  return get_context(device_).memory_manager().memalloc(bytes);
+void spill_registry::on_unpinned(buffer_storage& storage) noexcept {
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  lru_.push_back(storage);
 }
 
-host_block spill_registry::allocate_host(std::size_t bytes) {
-  scoped_device on_device(device_);
-  void* const ptr = host_pool_->allocate(bytes, to_host_stream_);
-  return host_block(shared_from_this(), ptr, bytes);
+void spill_registry::leave_order(buffer_storage& storage) noexcept {
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  lru_.unlink(storage);
 }
 
-void spill_registry::release_host(void* ptr, std::size_t bytes) noexcept {
-  // Every copy from or to the block has been waited for: freeing on the to-host stream lets the
-  // next spill reuse it at once.
-  host_pool_->deallocate(ptr, bytes, to_host_stream_);
-}
-
-void spill_registry::enqueue_copy(void* dst, void const* src, std::size_t bytes,
-                                  copy_direction direction) {
-  stream_handle const s =
-      direction == copy_direction::to_host ? to_host_stream_ : to_device_stream_;
-  auto* d = static_cast<unsigned char*>(dst);
-  auto const* from = static_cast<unsigned char const*>(src);
-  for (std::size_t done = 0; done < bytes;) {
-    std::size_t const n = std::min(options_.copy_piece, bytes - done);
-    backend_->copy_async(d + done, from + done, n, s);
-    done += n;
+template <class Enough>
+std::vector<spill_registry::victim> spill_registry::choose(Enough enough) {
+  std::vector<victim> victims;
+  std::lock_guard<std::mutex> list(lru_mutex_);
+  std::size_t chosen = 0;
+  for (buffer_storage* s = lru_.front(); s != nullptr && !enough(chosen); s = spill_lru::next(*s)) {
+    // A linked storage is alive while the list mutex is held: its destructor unlinks it under
+    // this mutex before anything of it goes. The slot is made first, so that nothing below can
+    // throw while a storage's last reference is in hand (dropping it here would run that
+    // destructor, which needs this mutex).
+    victims.emplace_back();
+    victim& v = victims.back();
+    v.lock = std::unique_lock<std::recursive_mutex>(s->mutex(), std::try_to_lock);
+    if (v.lock.owns_lock() && s->spillable_now()) v.storage = s->weak_from_this().lock();
+    if (v.storage == nullptr) {  // busy, or being destroyed
+      victims.pop_back();
+      continue;
+    }
+    chosen += s->size();
   }
+  return victims;
 }
 
-void spill_registry::wait(copy_direction direction) {
-  backend_->synchronize_stream(direction == copy_direction::to_host ? to_host_stream_
-                                                                    : to_device_stream_);
-}
-
-void spill_registry::copy(void* dst, void const* src, std::size_t bytes, copy_direction direction) {
-  scoped_device on_device(device_);
-  enqueue_copy(dst, src, bytes, direction);
-  wait(direction);
-}
-
-template <class It, class Storage>
-void spill_registry::synchronize_if_lent(It first, It last, Storage storage_of) {
+void spill_registry::synchronize_if_lent(std::vector<victim>& victims) {
   // A victim whose pointer was lent inside a spill lock may still be read or written by work on
   // any stream (spill_lock.hpp: work is finished, or ordered by this synchronisation, before the
   // lock goes). Victims only pinned by transfers or holds have no such work, and a device-wide
   // synchronisation would also wait for the other direction's copies: it is skipped for them.
   bool lent = false;
-  for (It it = first; it != last; ++it)
-    lent = lent || storage_of(*it).lent();
+  for (victim const& v : victims)
+    lent = lent || v.storage->lent();
   if (!lent) return;
+  auto const start = std::chrono::steady_clock::now();
   backend_->synchronize();
-  for (It it = first; it != last; ++it)
-    storage_of(*it).clear_lent();
+  std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
+  for (victim& v : victims)
+    v.storage->clear_lent();
+  if (options_.statistics_level < 1) return;
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  ++stats_.synchronizations;
+  stats_.synchronize_seconds += took.count();
 }
 
-template <class Enough>
-std::size_t spill_registry::spill_victims(Enough enough) {
-  // (last use, storage): the tick is read once, so the order stays consistent while other threads
-  // touch the storages.
-  std::vector<std::pair<std::uint64_t, std::shared_ptr<buffer_storage>>> candidates;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    candidates.reserve(storages_.size());
-    for (auto const& entry : storages_)
-      if (auto s = entry.second.lock()) candidates.emplace_back(s->last_use(), std::move(s));
+spill_outcome spill_registry::spill_batch(std::vector<victim>& victims,
+                                          bool throw_without_host_memory) {
+  spill_outcome out;
+  if (victims.empty()) return out;
+  scoped_device on_device(device_);
+  synchronize_if_lent(victims);
+  std::size_t ready = 0;
+  for (victim& v : victims) {
+    try {
+      v.host = allocate_host(v.storage->size());
+    } catch (out_of_memory const&) {
+      if (ready == 0 && throw_without_host_memory) throw;
+      break;  // no host memory for more: spill those that have blocks
+    }
+    ++ready;
   }
-  std::sort(candidates.begin(), candidates.end(),
-            [](auto const& a, auto const& b) { return a.first < b.first; });
-
-  struct victim {
-    std::shared_ptr<buffer_storage> storage;
-    std::unique_lock<std::recursive_mutex> lock;
-    host_block host;
-  };
-  std::vector<victim> victims;
-  std::size_t chosen = 0;
-  for (auto& candidate : candidates) {
-    auto& s = candidate.second;
-    if (enough(chosen)) break;
-    std::unique_lock<std::recursive_mutex> lock(s->mutex(), std::try_to_lock);
-    if (!lock.owns_lock() || !s->spillable_now()) continue;
-    chosen += s->size();
-    victims.push_back(victim{std::move(s), std::move(lock), host_block()});
-  }
-  if (victims.empty()) return 0;
-
+  if (ready == 0) return out;
   auto const start = std::chrono::steady_clock::now();
-  std::size_t spilled = 0;
-  {
-    scoped_device on_device(device_);
-    synchronize_if_lent(victims.begin(), victims.end(),
-                        [](victim const& v) -> buffer_storage& { return *v.storage; });
-    std::size_t enqueued = 0;
-    for (auto& v : victims) {
-      try {
-        v.host = allocate_host(v.storage->size());
-      } catch (out_of_memory const&) {
-        break;  // no host memory for more: spill those that have a block
-      }
-      enqueue_copy(v.host.get(), v.storage->current_address(), v.storage->size(),
-                   copy_direction::to_host);
-      ++enqueued;
-    }
-    if (enqueued != 0) wait(copy_direction::to_host);
-    for (auto& v : victims) {
-      if (v.host.get() == nullptr) continue;
-      std::size_t const bytes = v.storage->size();
-      v.storage->finish_spill(std::move(v.host));
-      device_bytes_.fetch_sub(bytes);
-      host_bytes_.fetch_add(bytes);
-      spilled += bytes;
-    }
-  }
+  for (std::size_t i = 0; i < ready; ++i)
+    enqueue_to_host(victims[i].host, victims[i].storage->device_address());
+  wait(copy_direction::to_host);
   std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
-  if (options_.statistics_level >= 1 && spilled != 0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.spilled_bytes += spilled;
+  {
+    std::lock_guard<std::mutex> lock(lru_mutex_);
+    for (std::size_t i = 0; i < ready; ++i)
+      lru_.unlink(*victims[i].storage);
+  }
+  for (std::size_t i = 0; i < ready; ++i) {
+    buffer_storage& s = *victims[i].storage;
+    std::size_t const bytes = s.size();
+    if (!s.finish_spill(std::move(victims[i].host))) out.queued_frees = true;
+    device_bytes_.fetch_sub(bytes);
+    host_bytes_.fetch_add(bytes);
+    out.bytes += bytes;
+  }
+  if (options_.statistics_level >= 1) {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.spilled_bytes += out.bytes;
     stats_.spill_seconds += took.count();
     ++stats_.spill_count;
+    stats_.spilled_buffers += ready;
   }
-  return spilled;
+  return out;
 }
 
-std::size_t spill_registry::spill_bytes(std::size_t nbytes) {
-  if (nbytes == 0) return 0;
-  return spill_victims([nbytes](std::size_t chosen) { return chosen >= nbytes; });
+spill_outcome spill_registry::spill_bytes(std::size_t nbytes) {
+  if (nbytes == 0) return {};
+  std::vector<victim> victims = choose([nbytes](std::size_t chosen) { return chosen >= nbytes; });
+  return spill_batch(victims, false);
 }
 
-std::size_t spill_registry::spill_to(std::size_t limit) {
-  return spill_victims([this, limit](std::size_t chosen) {
+spill_outcome spill_registry::spill_for_allocation(std::size_t nbytes) {
+  if (orphaned_.load(std::memory_order_acquire)) return {};
+  return spill_bytes(std::max(nbytes, spill_ahead_));
+}
+
+spill_outcome spill_registry::spill_to(std::size_t limit) {
+  std::vector<victim> victims = choose([this, limit](std::size_t chosen) {
     std::size_t const on_device = device_bytes_.load();
     return on_device <= chosen || on_device - chosen <= limit;
   });
+  return spill_batch(victims, false);
 }
 
-bool spill_registry::spill_storage(buffer_storage& storage) {
-  if (storage.registry() != this) return false;
-  auto const start = std::chrono::steady_clock::now();
-  std::lock_guard<std::recursive_mutex> lock(storage.mutex());
-  if (!storage.spillable_now()) return false;
-  {
-    scoped_device on_device(device_);
-    buffer_storage* const one[] = {&storage};
-    synchronize_if_lent(std::begin(one), std::end(one),
-                        [](buffer_storage* s) -> buffer_storage& { return *s; });
-    host_block host = allocate_host(storage.size());
-    enqueue_copy(host.get(), storage.current_address(), storage.size(), copy_direction::to_host);
-    wait(copy_direction::to_host);
-    storage.finish_spill(std::move(host));
-  }
-  device_bytes_.fetch_sub(storage.size());
-  host_bytes_.fetch_add(storage.size());
-  std::chrono::duration<double> const took = std::chrono::steady_clock::now() - start;
-  if (options_.statistics_level >= 1) {
-    std::lock_guard<std::mutex> stats_lock(mutex_);
-    stats_.spilled_bytes += storage.size();
-    stats_.spill_seconds += took.count();
-    ++stats_.spill_count;
-  }
-  return true;
+spill_outcome spill_registry::spill_storage(buffer_storage& storage) {
+  if (storage.registry() != this) return {};
+  std::vector<victim> one;
+  one.emplace_back();
+  one.back().lock = std::unique_lock<std::recursive_mutex>(storage.mutex());
+  if (!storage.spillable_now()) return {};
+  one.back().storage = storage.shared_from_this();
+  return spill_batch(one, true);
 }
 
 void spill_registry::enforce_limit() noexcept {
-  if (!options_.device_limit) return;
-  if (device_bytes_.load() <= *options_.device_limit) return;
+  if (!options_.device_limit || orphaned_.load(std::memory_order_acquire)) return;
+  std::size_t const limit = *options_.device_limit;
+  std::size_t const on_device = device_bytes_.load();
+  if (on_device <= limit) return;
   try {
-    spill_to(*options_.device_limit);
+    // Ahead of the limit by spill_ahead, at most an eighth of the limit (when that much can go),
+    // so that the next allocations stay under it without a batch each.
+    std::size_t const ahead = std::max(on_device - limit, std::min(spill_ahead_, limit / 8));
+    std::vector<victim> victims = choose([this, limit, ahead](std::size_t chosen) {
+      std::size_t const now = device_bytes_.load();
+      return now <= chosen || (now - chosen <= limit && chosen >= ahead);
+    });
+    spill_batch(victims, false);
   } catch (std::exception const& e) {
     // A soft limit: failing to meet it is not an error of the operation that triggered it.
     log(log_level::warn,
@@ -265,39 +208,32 @@ void spill_registry::enforce_limit() noexcept {
   }
 }
 
-void spill_registry::on_unspilled(std::size_t bytes, double seconds) noexcept {
-  device_bytes_.fetch_add(bytes);
-  host_bytes_.fetch_sub(bytes);
-  if (options_.statistics_level < 1) return;
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.unspilled_bytes += bytes;
-  stats_.unspill_seconds += seconds;
-  ++stats_.unspill_count;
-}
-
-void spill_registry::on_exposed(std::size_t bytes, char const* file, int line) noexcept {
-  if (options_.statistics_level < 2) return;
-  try {
-    std::string where =
-        file != nullptr ? std::string(file) + ":" + std::to_string(line) : std::string("(unknown)");
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto& e = exposures_[where];
-    e.where = where;
-    ++e.count;
-    e.bytes += bytes;
-  } catch (...) {
-    // Statistics never fail the access they describe.
+void spill_registry::check_invariants() const {
+  std::lock_guard<std::mutex> lock(lru_mutex_);
+  std::size_t linked = 0;
+  std::size_t linked_bytes = 0;
+  buffer_storage const* previous = nullptr;
+  for (buffer_storage* s = lru_.front(); s != nullptr; s = spill_lru::next(*s)) {
+    GPUMEM_EXPECTS(
+        spill_lru::linked(*s) && spill_lru::previous(*s) == previous,
+        "spill_registry: the LRU list's links are inconsistent at entry " + std::to_string(linked));
+    GPUMEM_EXPECTS(s->registry() == this, "spill_registry: a storage of another manager is listed");
+    std::unique_lock<std::recursive_mutex> held(s->mutex(), std::try_to_lock);
+    if (held.owns_lock())  // a storage in use may be between two states
+      GPUMEM_EXPECTS(s->spillable_now(), "spill_registry: a listed storage of " +
+                                             std::to_string(s->size()) +
+                                             " bytes is pinned, spilled or exposed");
+    linked_bytes = saturating_add(linked_bytes, s->size());
+    previous = s;
+    ++linked;
   }
-}
-
-spill_statistics spill_registry::statistics() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  spill_statistics out = stats_;
-  for (auto const& entry : exposures_)
-    out.exposures.push_back(entry.second);
-  std::stable_sort(out.exposures.begin(), out.exposures.end(),
-                   [](auto const& a, auto const& b) { return a.bytes > b.bytes; });
-  return out;
+  GPUMEM_EXPECTS(linked == lru_.size() && linked <= registered_,
+                 "spill_registry: the LRU list holds " + std::to_string(linked) +
+                     " storages, counts " + std::to_string(lru_.size()) + ", of " +
+                     std::to_string(registered_) + " registered");
+  GPUMEM_EXPECTS(linked_bytes <= device_bytes_.load(),
+                 "spill_registry: the listed storages hold " + std::to_string(linked_bytes) +
+                     " bytes, more than the device bytes " + std::to_string(device_bytes_.load()));
 }
 
 }  // namespace gpumem::detail

@@ -1,36 +1,45 @@
-// The shared state of a spill_manager (see spill_manager.hpp): the weak list of its storages, the
-// byte counts, the two copy streams, the pinned host pool and the statistics. Storages and the
-// manager share it, so a buffer outlives its manager safely.
+// The shared state of a spill_manager (see spill_manager.hpp): the least-recently-used order of its
+// storages, the byte counts, the two copy streams, the pinned host pool and the statistics.
+// Storages and the manager share it, so a buffer outlives its manager safely.
 //
-// Locking: `mutex_` guards the list and the statistics and is a leaf — never held while a storage's
-// mutex is taken, nor while allocating or copying. Victims are chosen from a snapshot of the list,
-// least recently used first, and locked with try_lock: a storage another thread is using (or this
-// thread, inside an unspill that ran out of memory) is skipped, never waited for.
+// Locking: `lru_mutex_` guards the LRU list (spill_lru.hpp) and the count of storages. It is taken
+// while a storage's mutex is held (a storage moves in the order when its pins change), and a walk
+// for victims holds it while it TRY-locks storages, never waiting for one: a storage another thread
+// is using (or this thread, inside an unspill that ran out of memory) is skipped. It is never held
+// while allocating device memory or copying. `stats_mutex_` guards the statistics and is a leaf.
 #pragma once
 
 #include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
 #include "buffer_storage.hpp"
+#include "host_copy.hpp"
+#include "spill_lru.hpp"
 
 #include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 namespace gpumem {
-class memory_resource;
-class pinned_host_resource;
 class pool_resource;
 }  // namespace gpumem
 
 namespace gpumem::detail {
 
+class counted_pinned_resource;
+
 enum class copy_direction { to_host, to_device };
+
+// What a spill call did: the bytes it moved, and whether any device memory it released went to the
+// memory manager's deferred queue (a manager without idle frees) instead of being freed at once.
+struct spill_outcome {
+  std::size_t bytes = 0;
+  bool queued_frees = false;
+};
 
 class spill_registry : public std::enable_shared_from_this<spill_registry> {
  public:
@@ -44,27 +53,33 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
 
   // Registration of storages (allocate_storage; the storage's destructor).
   void add(std::shared_ptr<buffer_storage> const& storage);
-  void remove(buffer_storage const* storage, residence where, std::size_t bytes) noexcept;
+  void remove(buffer_storage& storage, residence where, std::size_t bytes) noexcept;
   std::size_t count() const;
-  std::uint64_t tick() noexcept { return clock_.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+  // The LRU order; the caller holds the storage's mutex. A storage on the device whose last pin
+  // went becomes the most recently used; one that is pinned, exposed or spilled leaves the order.
+  void on_unpinned(buffer_storage& storage) noexcept;
+  void leave_order(buffer_storage& storage) noexcept;
 
   // Device memory for a storage, from the device's current memory manager.
   memory_pointer allocate_device(std::size_t bytes);
-  // A block of the pinned host pool.
-  host_block allocate_host(std::size_t bytes);
-  void release_host(void* ptr, std::size_t bytes) noexcept;
-  // Copies in pieces on the direction's stream and waits for them.
-  void copy(void* dst, void const* src, std::size_t bytes, copy_direction direction);
-  // Enqueues without waiting / waits for the direction's stream.
-  void enqueue_copy(void* dst, void const* src, std::size_t bytes, copy_direction direction);
-  void wait(copy_direction direction);
+  // Blocks of the pinned host pool for `bytes` (host_copy.hpp); out_of_memory when the pool cannot
+  // grow. release_host gives them back (host_copy::reset).
+  host_copy allocate_host(std::size_t bytes);
+  void release_host(host_copy& copy) noexcept;
+  // Copies `src`'s blocks to the device at `dst` and waits; returns the seconds the copy took.
+  double copy_to_device(void* dst, host_copy const& src);
 
-  // Spilling (see spill_manager). `limit`: spill until device bytes <= limit.
-  std::size_t spill_bytes(std::size_t nbytes);
-  std::size_t spill_to(std::size_t limit);
-  bool spill_storage(buffer_storage& storage);
-  // Spills to the configured device limit, if any (after a storage is made or unspilled).
+  // Spilling (see spill_manager). spill_for_allocation is the on-demand handler's call.
+  spill_outcome spill_bytes(std::size_t nbytes);
+  spill_outcome spill_for_allocation(std::size_t nbytes);
+  spill_outcome spill_to(std::size_t limit);
+  spill_outcome spill_storage(buffer_storage& storage);
+  // Spills to the configured device limit, if any and while the manager lives (after a storage is
+  // made or unspilled, and when a spill lock ends).
   void enforce_limit() noexcept;
+  // The manager is gone: nothing spills automatically any more (buffers still unspill on use).
+  void orphan() noexcept { orphaned_.store(true, std::memory_order_release); }
 
   // Accounting, by the storages.
   void on_unspilled(std::size_t bytes, double seconds) noexcept;
@@ -73,31 +88,39 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
   std::size_t host_bytes() const noexcept { return host_bytes_.load(); }
 
   spill_statistics statistics() const;
+  // Throws logic_error when the LRU list is inconsistent or holds a storage that is not a
+  // candidate (pinned, spilled, exposed), or when the byte counts disagree with the list.
+  void check_invariants() const;
 
  private:
-  // Spills victims (LRU) until `enough` says so; returns the bytes spilled.
+  struct victim;
+  // Chooses victims, least recently used first, until `enough(chosen bytes)`; each is locked.
   template <class Enough>
-  std::size_t spill_victims(Enough enough);
-  // Synchronises the device once when any of the (locked) storages has lent a pointer since the
-  // last such synchronisation, and clears their marks.
-  template <class It, class Storage>
-  void synchronize_if_lent(It first, It last, Storage storage_of);
+  std::vector<victim> choose(Enough enough);
+  // Spills locked victims as one batch: one device synchronisation when any lent a pointer, host
+  // blocks for all, every copy enqueued, one wait, then the device memory released.
+  spill_outcome spill_batch(std::vector<victim>& victims, bool throw_without_host_memory);
+  void synchronize_if_lent(std::vector<victim>& victims);
+  void enqueue_to_host(host_copy const& dst, void const* src);
+  void wait(copy_direction direction);
 
   int device_;
   spill_options options_;
   device_backend* backend_;
   stream_handle to_host_stream_ = nullptr;
   stream_handle to_device_stream_ = nullptr;
-  std::unique_ptr<pinned_host_resource> pinned_;
+  std::unique_ptr<counted_pinned_resource> pinned_;
   std::unique_ptr<pool_resource> host_pool_;
+  std::atomic<bool> orphaned_{false};
+  std::size_t spill_ahead_ = 0;  // options.spill_ahead, or its default for the device
 
-  mutable std::mutex mutex_;
-  std::unordered_map<buffer_storage const*, std::weak_ptr<buffer_storage>> storages_;
-  std::atomic<std::uint64_t> clock_{0};
+  mutable std::mutex lru_mutex_;
+  spill_lru lru_;
+  std::size_t registered_ = 0;
   std::atomic<std::size_t> device_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
 
-  // Statistics (under mutex_).
+  mutable std::mutex stats_mutex_;
   spill_statistics stats_;
   std::map<std::string, spill_statistics::exposure> exposures_;
 };

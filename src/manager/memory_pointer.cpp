@@ -62,6 +62,13 @@ context& memory_pointer::owning_context() const {
   return *ctx_;
 }
 
+bool memory_pointer::release_idle() noexcept {
+  // The owner record is never held weakly, so a count of 1 means no other owner can appear.
+  bool const freed = owner_ != nullptr && owner_.use_count() == 1 && owner_->free_idle();
+  *this = memory_pointer();
+  return freed;
+}
+
 // --- mapped_memory / managed_memory ---
 
 mapped_memory::mapped_memory(context& ctx, void* host_ptr, void* device_ptr, std::size_t size,

@@ -75,7 +75,24 @@ class block_owner final : public detail::allocation_owner {
   block_owner(block_owner const&) = delete;
   block_owner& operator=(block_owner const&) = delete;
 
+  // The caller guarantees the block is idle: it goes back to the resource at once, on its stream,
+  // as a flushed batch goes after the queue's barrier. Inside defer_cleanup() nothing is freed: a
+  // deferred block then takes the queue as usual.
+  bool free_idle() noexcept override {
+    if (deferred_) {
+      try {
+        if (state_->queue->is_deferred()) return false;
+      } catch (...) {
+        return false;
+      }
+    }
+    state_->deallocate(ptr_, bytes_, stream_);
+    freed_ = true;
+    return true;
+  }
+
   ~block_owner() override {
+    if (freed_) return;
     if (deferred_) {
       try {
         // A copy of the state, not a move: ours keeps the queue alive while enqueue runs (a closed
@@ -103,6 +120,7 @@ class block_owner final : public detail::allocation_owner {
   std::size_t bytes_;
   stream_handle stream_;
   bool deferred_;
+  bool freed_ = false;  // by free_idle
 };
 
 // A pointer owning `ptr` (just allocated); frees it if the owner record cannot be made.

@@ -3,11 +3,13 @@
 // allocate / spill / unspill / expose / shallow and deep copy / write / slice / drop / hand-over
 // to another thread, while a small device limit and explicit spills move owners to host memory
 // under everyone's feet. After every step the handle touched is checked against the model and the
-// state invariants (an exposed buffer is never spilled); every 32 steps every handle is checked;
+// state invariants (an exposed buffer is never spilled; the manager's order of candidates holds
+// only unpinned buffers on the device); every 32 steps every handle is checked;
 // at the end everything is dropped and the manager must hold nothing.
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/buffer/spill_manager.hpp>
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
@@ -54,6 +56,11 @@ class model_thread {
     for (int step = 0; step < steps && failures_.load() == 0; ++step) {
       std::size_t const touched = one_step();
       if (touched < slots_.size()) check(slots_[touched], step);
+      try {
+        m_.check_invariants();  // while the other threads go on
+      } catch (logic_error const& e) {
+        fail("step " + std::to_string(step) + ": " + e.what());
+      }
       if (step % 32 == 31)
         for (auto& s : slots_)
           check(s, step);

@@ -3,6 +3,7 @@
 // on demand on a full device and its end with the manager, statistics at each level, the
 // environment, the global manager, and copy-on-write of spilled shared buffers.
 #include "scoped_backend.hpp"
+#include "spill_test_support.hpp"
 
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/buffer/spill_lock.hpp>
@@ -25,26 +26,9 @@
 namespace gpumem {
 namespace {
 
-std::vector<std::byte> pattern(std::size_t n, unsigned seed) {
-  std::vector<std::byte> out(n);
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = static_cast<std::byte>((i * 13 + seed * 101 + 5) & 0xff);
-  return out;
-}
-
-void touch(buffer const& b) {
-  spill_lock lock;
-  (void)b.get_ptr(access::read);
-}
-
-spill_options quiet(int level = 0) {
-  spill_options o;
-  o.spill_on_demand = false;
-  o.statistics_level = level;
-  o.host_pool_growth = 4 * MiB;
-  o.copy_piece = 1000;  // several pieces per buffer in these tests
-  return o;
-}
+using test::pattern;
+using test::quiet;
+using test::touch;
 
 TEST(spill, least_recently_used_first_and_access_refreshes) {
   spill_manager m(quiet());
@@ -221,13 +205,22 @@ TEST(spill, statistics_at_each_level) {
     EXPECT_EQ(text.rfind("Spill Statistics (level=" + std::to_string(level) + "):", 0), 0u) << text;
     if (level == 0) {
       EXPECT_EQ(s.spilled_bytes, 0u);
+      EXPECT_EQ(s.pinned_bytes, 0u);
       EXPECT_EQ(text.find("gpu => cpu"), std::string::npos);
     } else {
       EXPECT_EQ(s.spilled_bytes, 4096u);
       EXPECT_EQ(s.unspilled_bytes, 4096u);
       EXPECT_NE(text.find(" Spilling (level >= 1):\n  gpu => cpu: 4096B in "), std::string::npos)
           << text;
-      EXPECT_NE(text.find("  cpu => gpu: 4096B in "), std::string::npos) << text;
+      EXPECT_NE(text.find("s (1 batch, 1 buffer)\n  cpu => gpu: 4096B in "), std::string::npos)
+          << text;
+      EXPECT_NE(text.find("s (1 buffer)\n  host memory pinned: "), std::string::npos) << text;
+      EXPECT_EQ(text.find("synchronisations"), std::string::npos) << "nothing was lent: " << text;
+      EXPECT_EQ(s.spill_count, 1u);
+      EXPECT_EQ(s.spilled_buffers, 1u);
+      EXPECT_EQ(s.unspill_count, 1u);
+      EXPECT_EQ(s.synchronizations, 0u);
+      EXPECT_GE(s.pinned_bytes, 4096u);
     }
     if (level == 2) {
       ASSERT_EQ(s.exposures.size(), 1u);

@@ -51,6 +51,11 @@ class allocation_owner {
 
   std::shared_ptr<void> const& keep_alive() const noexcept { return keep_alive_; }
 
+  // memory_pointer::release_idle on the last owner: free the memory now, the caller guaranteeing
+  // that no device work uses it any more. Returns true when it freed (the destructor then frees
+  // nothing); false to leave the memory to the destructor's usual path (this default).
+  virtual bool free_idle() noexcept { return false; }
+
  protected:
   allocation_owner() noexcept = default;  // for derived records that free by themselves
 
@@ -93,6 +98,15 @@ class memory_pointer {
   bool shares_owner_with(memory_pointer const& other) const noexcept {
     return owner_ != nullptr && owner_ == other.owner_;
   }
+  // Empties this pointer, as assigning memory_pointer() does, for a caller that KNOWS no device
+  // work uses the memory any more (it waited for every stream that used it). When this is the
+  // last owner and the manager's owner record supports it, the memory is freed at once, without
+  // the deferred queue and the device synchronisation of its flush, and the call returns true:
+  // resource_memory_manager's memalloc blocks do (freed to the resource as a flush frees them,
+  // unless a defer_cleanup() guard is alive). Otherwise it is that plain assignment (other owners
+  // keep the memory; the last one's finalizer runs as usual, a deferred free queued) and returns
+  // false. Freeing memory that work still uses is the caller's error, as with any free.
+  bool release_idle() noexcept;
 
  protected:
   memory_pointer(context* ctx, void* ptr, std::size_t size, std::size_t offset,

@@ -13,11 +13,14 @@
 // freed inside defer_cleanup()). The manager sets the queue's release barrier: each flush makes
 // ONE device synchronisation, then returns the whole batch to the resource on the null stream.
 // That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
-// call: see the comment above memalloc in resource_memory_manager.cpp. A free after the context
-// is closed runs at once (after the barrier); failures there are logged, never thrown. After
-// close_for_device_reset(device) (context.hpp) a late free only uncounts its block.
-// Out of memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked
-// to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
+// call: see the comment above memalloc in resource_memory_manager.cpp. A caller that knows a block
+// is idle (it waited for its work) frees it with memory_pointer::release_idle: at once on the null
+// stream, without the queue or its synchronisation (queued as usual inside defer_cleanup()); the
+// spill manager does this for the device memory of a buffer it has copied out. A free after the
+// context is closed runs at once (after the barrier); failures there are logged, never thrown.
+// After close_for_device_reset(device) (context.hpp) a late free only uncounts its block. Out of
+// memory: the context's queue is flushed and the `on_out_of_memory` hook (if any) is asked to free
+// memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
 // recovery; the pointer's last owner frees on that stream (memory_manager.hpp). allocate_unowned
 // is the same without an owner (unowned()->deallocate frees). Each pointer costs one heap record
