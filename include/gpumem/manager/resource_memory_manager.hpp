@@ -10,8 +10,10 @@
 // memalloc -> resource->allocate(bytes, null stream), with no synchronisation. When the last owner
 // goes, the free is QUEUED on the context's pending_deallocations (Numba's deferred deallocation:
 // NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT / _RATIO, flushed on reset() and out-of-memory; nothing is
-// freed inside defer_cleanup()). The manager sets the queue's release barrier: each flush makes
-// ONE device synchronisation, then returns the whole batch to the resource on the null stream.
+// freed inside defer_cleanup()). The manager sets the queue's release barrier, ONE device
+// synchronisation, after which the released frees go back to the resource on the null stream; a
+// batch the queue passes its limits with is retired and released with later ones behind one
+// barrier (pending_deallocations.hpp: up to 16 times the count limit, 1/16 of the byte limit).
 // That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
 // call: see the comment above memalloc in resource_memory_manager.cpp. A free after the context
 // is closed runs at once (after the barrier); failures there are logged, never thrown. After
