@@ -19,6 +19,11 @@ void* memory_manager::allocate_unowned(std::size_t, stream_handle) {
                       "': no unowned allocations (use allocate(), which returns an owner)");
 }
 
+void* memory_manager::memalloc_unowned(std::size_t) {
+  throw not_supported("memory manager '" + name() +
+                      "': no unowned allocations (use memalloc(), which returns an owner)");
+}
+
 // The queue's fields; managers that count their allocations add theirs.
 memory_statistics memory_manager::get_memory_statistics() const {
   memory_statistics s;

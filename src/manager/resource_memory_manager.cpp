@@ -37,9 +37,34 @@ class block_state final : public unowned_blocks {
     }
     counters->on_free(bytes);
   }
-  // pending_deallocations::block_free's function.
+  // memalloc's free (see memalloc): queued on the context's queue, which releases it after a
+  // device synchronisation; where the queue has no room, freed now after one. The caller holds a
+  // reference to this state during the call (a closed queue releases at once, and the item's
+  // reference may be the one that goes then).
+  void deallocate_deferred(void* ptr, std::size_t bytes) noexcept override {
+    defer(shared_from_this(), *this, ptr, bytes);
+  }
+  // The same, with the reference the queued item keeps (moved into it: no count taken for it).
+  static void defer(std::shared_ptr<unowned_blocks> reference, block_state& state, void* ptr,
+                    std::size_t bytes) noexcept {
+    try {
+      state.queue->enqueue(
+          pending_deallocations::block_free{&release_queued, std::move(reference), ptr, nullptr},
+          bytes);
+      return;
+    } catch (...) {
+      try {
+        scoped_device d(state.device);
+        backend().synchronize();
+      } catch (...) {
+      }
+    }
+    state.deallocate(ptr, bytes, nullptr);
+  }
+  // pending_deallocations::block_free's function; `state` is the unowned_blocks of a block_state.
   static void release_queued(void* state, void* ptr, std::size_t bytes, void* stream) noexcept {
-    static_cast<block_state*>(state)->deallocate(ptr, bytes, static_cast<stream_handle>(stream));
+    static_cast<block_state*>(static_cast<unowned_blocks*>(state))
+        ->deallocate(ptr, bytes, static_cast<stream_handle>(stream));
   }
 
   std::shared_ptr<memory_resource> const resource;
@@ -76,25 +101,10 @@ class block_owner final : public detail::allocation_owner {
   block_owner& operator=(block_owner const&) = delete;
 
   ~block_owner() override {
-    if (deferred_) {
-      try {
-        // A copy of the state, not a move: ours keeps the queue alive while enqueue runs (a closed
-        // queue releases at once, which may drop the item's reference).
-        state_->queue->enqueue(
-            pending_deallocations::block_free{&detail::block_state::release_queued, state_, ptr_,
-                                              static_cast<void*>(stream_)},
-            bytes_);
-        return;
-      } catch (...) {
-        // No room to queue it: free it now (after the device has finished with it).
-        try {
-          detail::scoped_device d(state_->device);
-          backend().synchronize();
-        } catch (...) {
-        }
-      }
-    }
-    state_->deallocate(ptr_, bytes_, stream_);
+    if (deferred_)
+      detail::block_state::defer(state_, *state_, ptr_, bytes_);  // memalloc's (null stream)
+    else
+      state_->deallocate(ptr_, bytes_, stream_);
   }
 
  private:
@@ -218,6 +228,12 @@ void* resource_memory_manager::allocate_unowned(std::size_t bytes, stream_handle
   context& ctx = owning_context();
   detail::scoped_device on_device(ctx.device());
   return counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
+}
+
+// memalloc's allocation (the null stream, no wait: see memalloc); unowned()->deallocate_deferred
+// frees it as memalloc's pointer would.
+void* resource_memory_manager::memalloc_unowned(std::size_t bytes) {
+  return allocate_unowned(bytes, nullptr);
 }
 
 void resource_memory_manager::release_stream(stream_handle stream) {

@@ -22,8 +22,10 @@
 // to free memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
 // recovery; the pointer's last owner frees on that stream (memory_manager.hpp). allocate_unowned
-// is the same without an owner (unowned()->deallocate frees). Each pointer costs one heap record
-// (its owner, which frees in its destructor) and a deferred free one slot in the queue.
+// is the same without an owner (unowned()->deallocate frees), and memalloc_unowned is memalloc's
+// allocation without an owner (unowned()->deallocate_deferred queues its free). Each pointer
+// costs one heap record (its owner, which frees in its destructor) and a deferred free one slot
+// in the queue.
 // release_stream and the held bytes of get_memory_statistics() ask the hooks (a pool's
 // release_stream and chunks). get_memory_info forwards the resource's (which may throw
 // not_supported). reset() flushes the queue (device and host frees) and calls the `on_reset` hook.
@@ -87,6 +89,7 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   memory_statistics get_memory_statistics() const override;
   unowned_blocks* unowned() const noexcept override;
   void* allocate_unowned(std::size_t bytes, stream_handle stream) override;
+  void* memalloc_unowned(std::size_t bytes) override;
   memory_info get_memory_info() override;
   void reset() override;
   int interface_version() const override { return memory_manager_interface_version; }
