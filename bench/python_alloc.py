@@ -15,9 +15,10 @@ per process) and reports the median over --reps repetitions of the time per oper
          time, peak reserved memory and peak allocated (live) memory, for PyTorch's allocator
          (expandable segments off and on) and gpumem's pool (chunks, and expandable)
 
-For gpumem the cost is split (indented lines): numba, the extension's call that makes the pointer,
-its memalloc+drop, the same stream-ordered without the deferred queue (allocate+drop) and one
-flush's device synchronisation; cupy, the extension's malloc, its allocate+drop and CuPy's pointer
+For gpumem the cost is split (indented lines): numba, the manager's memalloc (the extension's
+function that makes the pointer) + drop, its C++ part alone (memalloc_unowned + deferred free,
+timed in C++), the same stream-ordered through a nanobind object (allocate+drop) and one device
+synchronisation (the deferred queue makes one per release of its retired frees); cupy, the extension's malloc, its allocate+drop and CuPy's pointer
 objects; torch, gpumem_torch_alloc+free timed in C++ (the rest of torch.empty+del is PyTorch's).
 
 Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs.
@@ -34,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import time
-import weakref
 
 NBYTES = 4096
 
@@ -71,24 +71,22 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
                           reps)
     result = {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
     if manager == "gpumem":
-        # The split: the extension's call that makes the whole pointer (memalloc + the
-        # MemoryPointer subclass made in C) + drop; inside it, the C++ and nanobind part alone
-        # (memalloc + drop, frees through the deferred queue) and the same stream-ordered
-        # (allocate + drop: no queue), so the queue's share is their difference; and one flush's
-        # device synchronisation (the queue makes one per 11 frees), so its share is a 1/11.
+        # The split: the manager's memalloc (the extension's function, which makes the whole
+        # pointer) + drop; inside it, the C++ part alone (memalloc_unowned + the deferred free,
+        # timed in C++: the rest is the two Python objects); the same stream-ordered through a
+        # nanobind Allocation (allocate + drop: no queue); and one device synchronisation, which
+        # the deferred queue makes once per release of its retired frees (up to 165 frees).
         from gpumem import _gpumem
-        from gpumem.numba import _GpumemPointer
 
         dev = ctx.device.id
-        proxy = weakref.proxy(ctx)
-        result["  of which _gpumem._numba_pointer+drop ns"] = per_op(
-            lambda: _gpumem._numba_pointer(_GpumemPointer, proxy, dev, None, NBYTES), iters,
-            reps)
-        result["  of which _gpumem.memalloc+drop ns"] = per_op(
-            lambda: _gpumem.memalloc(NBYTES, dev), iters, reps)
-        result["  of which _gpumem.allocate+drop ns"] = per_op(
+        memalloc = ctx.memory_manager.memalloc  # after initialize(): the extension's function
+        result["  of which the extension's memalloc+drop ns"] = per_op(
+            lambda: memalloc(NBYTES), iters, reps)
+        result["  of which C++ memalloc_unowned+deferred free ns"] = statistics.median(
+            _gpumem._time_numba_pair(iters, NBYTES, dev) for _ in range(reps))
+        result["  (stream-ordered) _gpumem.allocate+drop ns"] = per_op(
             lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
-        result["  one flush's device synchronisation ns"] = statistics.median(
+        result["  one release's device synchronisation ns"] = statistics.median(
             _gpumem._time_device_synchronize(iters // 10 or 1, dev) for _ in range(reps))
     cuda.synchronize()
     return result

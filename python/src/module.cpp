@@ -2,8 +2,8 @@
 // manager layer: per-device manager choice, stream-ordered and EMM allocation, statistics,
 // deferral, host memory, IPC export; gpumem's C++ errors become the Python exceptions of
 // gpumem/_errors.py with their fields. The framework paths that must run without Python per call
-// are C++ too (gpumem.numba's pointer here; cupy_allocator.cpp, torch_allocator.cpp), and so is
-// the log replay (log_replay.cpp); the Python modules around it (gpumem/*.py) hold the
+// are C++ too, in their own files (numba_pointer.cpp, cupy_allocator.cpp, torch_allocator.cpp),
+// and so is the log replay (log_replay.cpp); the Python modules around it (gpumem/*.py) hold the
 // rest of the bridges. Allocation paths keep the GIL (they never block on the device, and
 // releasing it costs more than they do).
 #include <gpumem/python/torch_allocator.h>
@@ -23,6 +23,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -96,6 +98,22 @@ void translate(std::exception_ptr const& p, void*) {
   }
 }
 
+void set_python_error(std::exception_ptr const& error) noexcept {
+  try {
+    try {
+      translate(error, nullptr);  // gpumem's errors
+    } catch (nb::python_error& e) {
+      e.restore();
+    } catch (std::bad_alloc const&) {
+      PyErr_NoMemory();
+    } catch (std::exception const& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  } catch (...) {  // raised while making the Python exception
+    if (PyErr_Occurred() == nullptr) PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+}
+
 pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
                                bool expandable, bool trim_before_growth) {
@@ -126,50 +144,9 @@ nb::dict statistics_of(std::optional<int> device) {
   d["out_of_memory_retries"] = s.out_of_memory_retries;
   d["pending_count"] = s.pending_count;
   d["pending_bytes"] = s.pending_bytes;
+  d["retired_count"] = s.retired_count;
+  d["retired_bytes"] = s.retired_bytes;
   return d;
-}
-
-// --- gpumem.numba's pointer, made in C ---
-
-// A name interned once (attribute names set per allocation).
-nb::handle interned(char const* name) {
-  return PyUnicode_InternFromString(name);  // a reference kept for the process
-}
-
-// An instance of `cls` (gpumem.numba._GpumemPointer) without running __init__ (its type's tp_new,
-// object's), with the attributes Numba reads set in C: one Python object for the pointer, one
-// for the gpumem allocation it owns, no Python frame (docs/python.md, gpumem.numba).
-// Out of memory: `out_of_memory(bytes)` answers (gpumem.numba's collection, retry and Numba's
-// error) where it is not None; otherwise gpumem.OutOfMemoryError.
-nb::object numba_pointer(nb::handle cls, nb::handle context, int device, nb::handle out_of_memory,
-                         std::size_t bytes) {
-  static nb::handle const context_name = interned("context");
-  static nb::handle const size_name = interned("size");
-  static nb::handle const memsize_name = interned("_cuda_memsize_");
-  static nb::handle const allocation_name = interned("_allocation");
-  static nb::handle const no_args = PyTuple_New(0);
-  GPUMEM_EXPECTS(PyType_Check(cls.ptr()), "_numba_pointer: cls is not a type");
-  auto const make = reinterpret_cast<newfunc>(
-      PyType_GetSlot(reinterpret_cast<PyTypeObject*>(cls.ptr()), Py_tp_new));
-  GPUMEM_EXPECTS(make != nullptr, "_numba_pointer: cls cannot be instantiated");
-  memory_pointer memory;
-  try {
-    memory = get_context(device).memory_manager().memalloc(bytes);
-  } catch (gpumem::out_of_memory const&) {
-    if (!out_of_memory.is_valid() || out_of_memory.is_none()) throw;
-    return nb::borrow(out_of_memory)(bytes);
-  }
-  nb::object owner = nb::cast(allocation{std::move(memory), device}, nb::rv_policy::move);
-  nb::object pointer =
-      nb::steal(make(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args.ptr(), nullptr));
-  if (!pointer.is_valid()) throw nb::python_error();
-  nb::object size = nb::int_(bytes);
-  if (PyObject_SetAttr(pointer.ptr(), context_name.ptr(), context.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), size_name.ptr(), size.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), memsize_name.ptr(), size.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), allocation_name.ptr(), owner.ptr()) != 0)
-    throw nb::python_error();
-  return pointer;
 }
 
 }  // namespace
@@ -179,6 +156,7 @@ NB_MODULE(_gpumem, m) {
   using namespace gpumem;
   using namespace gpumem::python;
   nb::register_exception_translator(&translate);
+  add_numba_pointer(m);
   add_cupy_allocator(m);
   add_log_replay(m);
 
@@ -340,9 +318,6 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
-  m.def("_numba_pointer", &numba_pointer, "cls"_a, "context"_a, "device"_a,
-        "out_of_memory"_a.none(), "bytes"_a,
-        "gpumem.numba's memalloc: a `cls` instance (no __init__) owning memalloc(bytes, device).");
   m.def(
       "_time_torch_pair",
       [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
