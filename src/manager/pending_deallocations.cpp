@@ -3,6 +3,7 @@
 #include <gpumem/core/logging.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
 
+#include <algorithm>
 #include <exception>
 #include <string>
 
@@ -55,20 +56,36 @@ pending_deallocations::batch pending_deallocations::take_queued_locked() {
   return taken;
 }
 
+std::vector<pending_deallocations::item> pending_deallocations::take_retired_locked() {
+  std::vector<item> taken;
+  std::size_t const capacity = retired_.capacity();
+  taken.swap(retired_);
+  retired_bytes_ = 0;
+  // The next cycle's room at once (one allocation per release of the retired list, not one per
+  // retired batch); failing to get it only means growing later.
+  try {
+    retired_.reserve(capacity);
+  } catch (...) {
+  }
+  return taken;
+}
+
 pending_deallocations::batch pending_deallocations::take_all_locked() {
   batch taken = take_queued_locked();
-  taken.retired.swap(retired_);
-  retired_bytes_ = 0;
+  if (!retired_.empty()) taken.retired = take_retired_locked();
   return taken;
 }
 
 pending_deallocations::batch pending_deallocations::retire_locked() {
-  // The items move one by one: the queue keeps its vector (no allocation per batch), and the
-  // retired list grows to its limit once per release.
-  try {
-    retired_.reserve(retired_.size() + items_.size());
-  } catch (...) {
-    return take_all_locked();  // no room to retire them: release everything behind the barrier
+  // The items move one by one: the queue keeps its vector (no allocation per batch), and so does
+  // the retired list once it has grown to a cycle's size.
+  std::size_t const needed = retired_.size() + items_.size();
+  if (retired_.capacity() < needed) {
+    try {
+      retired_.reserve(std::max(needed, 2 * retired_.capacity()));
+    } catch (...) {
+      return take_all_locked();  // no room to retire them: release everything behind the barrier
+    }
   }
   for (item& i : items_)
     retired_.push_back(std::move(i));
@@ -77,8 +94,7 @@ pending_deallocations::batch pending_deallocations::retire_locked() {
   bytes_ = 0;
   if (!retired_over_limits_locked()) return {};
   batch taken;
-  taken.retired.swap(retired_);
-  retired_bytes_ = 0;
+  taken.retired = take_retired_locked();
   return taken;
 }
 
@@ -198,8 +214,7 @@ void pending_deallocations::set_release_barrier(std::function<void()> barrier_fu
     barrier_.swap(fresh);
     // Items retired under the old barrier are released behind it: the new one may not cover them
     // (or be none).
-    retired.retired.swap(retired_);
-    retired_bytes_ = 0;
+    retired.retired = take_retired_locked();
   }
   run(retired, fresh);  // `fresh` now holds the old barrier
 }

@@ -140,6 +140,8 @@ class pending_deallocations {
   bool retired_over_limits_locked() const noexcept;
   // The queued items (the queue is left empty, with room for the next batch).
   batch take_queued_locked();
+  // The retired items (the list is left empty, with the room it had).
+  std::vector<item> take_retired_locked();
   // Everything: the retired items and the queued ones.
   batch take_all_locked();
   // Moves the queued items to the retired list; returns the retired items if that put the list
