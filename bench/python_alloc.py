@@ -3,6 +3,7 @@
 
     python bench/python_alloc.py                 # every case whose framework is installed
     python bench/python_alloc.py --reps 11 --iters 20000 --only numba,torch
+    python bench/python_alloc.py --host --reps 21 --iters 50000   # no GPU: see below
 
 Each case runs in a fresh process (Numba's memory manager and PyTorch's allocator are chosen once
 per process) and reports the median over --reps repetitions of the time per operation:
@@ -15,13 +16,21 @@ per process) and reports the median over --reps repetitions of the time per oper
          time, peak reserved memory and peak allocated (live) memory, for PyTorch's allocator
          (expandable segments off and on) and gpumem's pool (chunks, and expandable)
 
-For gpumem the cost is split (indented lines): numba, the extension's call that makes the pointer,
-its memalloc+drop, the same stream-ordered without the deferred queue (allocate+drop) and one
-flush's device synchronisation; cupy, the extension's malloc, its allocate+drop and CuPy's pointer
-objects; torch, gpumem_torch_alloc+free timed in C++ (the rest of torch.empty+del is PyTorch's).
+For gpumem the cost is split (indented lines): numba, the manager's memalloc (the extension's
+function that makes the pointer) + drop, its C++ part alone (memalloc_unowned + deferred free,
+timed in C++), the same stream-ordered through a nanobind object (allocate+drop) and one device
+synchronisation (the deferred queue makes one per release of its retired frees); cupy, the
+extension's malloc, its allocate+drop and CuPy's pointer objects; torch, gpumem_torch_alloc+free
+timed in C++ (the rest of torch.empty+del is PyTorch's).
 
-Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs.
-Record results in docs/benchmarks.md (date, device, command).
+--host measures the Numba bridge without a GPU, on gpumem's host backend (numba must be
+importable; no CUDA is used): ctx.memalloc(4096)+drop through a stand-in for Numba's Context
+(whose memalloc returns self.memory_manager.memalloc(n), as Numba's does) and the split above, in
+thread CPU time, the minimum over --reps (for a shared machine). The host backend's device
+synchronisation is cheap, so this shows the per-call path, not the deferred queue's waits.
+
+Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs
+(but --host). Record results in docs/benchmarks.md (date, device, command).
 """
 
 from __future__ import annotations
@@ -34,7 +43,6 @@ import statistics
 import subprocess
 import sys
 import time
-import weakref
 
 NBYTES = 4096
 
@@ -43,16 +51,16 @@ def have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def per_op(fn, iters: int, reps: int) -> float:
-    """Median nanoseconds per call of fn() over reps repetitions of iters calls."""
+def per_op(fn, iters: int, reps: int, clock=time.perf_counter_ns, pick=statistics.median) -> float:
+    """Nanoseconds per call of fn() over reps repetitions of iters calls (median by default)."""
     fn()  # warm
     samples = []
     for _ in range(reps):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         for _ in range(iters):
             fn()
-        samples.append((time.perf_counter_ns() - t0) / iters)
-    return statistics.median(samples)
+        samples.append((clock() - t0) / iters)
+    return pick(samples)
 
 
 # --- cases (each runs in its own process) ----------------------------------------------------
@@ -71,24 +79,22 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
                           reps)
     result = {"memalloc+drop ns": memalloc, "device_array+drop ns": device_array}
     if manager == "gpumem":
-        # The split: the extension's call that makes the whole pointer (memalloc + the
-        # MemoryPointer subclass made in C) + drop; inside it, the C++ and nanobind part alone
-        # (memalloc + drop, frees through the deferred queue) and the same stream-ordered
-        # (allocate + drop: no queue), so the queue's share is their difference; and one flush's
-        # device synchronisation (the queue makes one per 11 frees), so its share is a 1/11.
+        # The split: the manager's memalloc (the extension's function, which makes the whole
+        # pointer) + drop; inside it, the C++ part alone (memalloc_unowned + the deferred free,
+        # timed in C++: the rest is the two Python objects); the same stream-ordered through a
+        # nanobind Allocation (allocate + drop: no queue); and one device synchronisation, which
+        # the deferred queue makes once per release of its retired frees (up to 165 frees).
         from gpumem import _gpumem
-        from gpumem.numba import _GpumemPointer
 
         dev = ctx.device.id
-        proxy = weakref.proxy(ctx)
-        result["  of which _gpumem._numba_pointer+drop ns"] = per_op(
-            lambda: _gpumem._numba_pointer(_GpumemPointer, proxy, dev, None, NBYTES), iters,
-            reps)
-        result["  of which _gpumem.memalloc+drop ns"] = per_op(
-            lambda: _gpumem.memalloc(NBYTES, dev), iters, reps)
-        result["  of which _gpumem.allocate+drop ns"] = per_op(
+        memalloc = ctx.memory_manager.memalloc  # after initialize(): the extension's function
+        result["  of which the extension's memalloc+drop ns"] = per_op(
+            lambda: memalloc(NBYTES), iters, reps)
+        result["  of which C++ memalloc_unowned+deferred free ns"] = statistics.median(
+            _gpumem._time_numba_pair(iters, NBYTES, dev) for _ in range(reps))
+        result["  (stream-ordered) _gpumem.allocate+drop ns"] = per_op(
             lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
-        result["  one flush's device synchronisation ns"] = statistics.median(
+        result["  one release's device synchronisation ns"] = statistics.median(
             _gpumem._time_device_synchronize(iters // 10 or 1, dev) for _ in range(reps))
     cuda.synchronize()
     return result
@@ -195,6 +201,58 @@ def case_train(allocator: str, steps: int, reps: int) -> dict:
             "reserved/live": reserved / live if live else 0.0}
 
 
+def numba_on_host(iters: int, reps: int) -> dict:
+    """--host: gpumem.numba over the pool on the host backend, through a stand-in Context."""
+    os.environ["GPUMEM_DEVICE"] = "host"
+    import gpumem
+    import gpumem.numba as plugin
+    from gpumem import _gpumem
+
+    class Device:
+        id = 0
+
+    class Context:  # numba.cuda.cudadrv.driver.Context.memalloc, as numba-cuda 0.30.4 has it
+        device = Device()
+
+        def memalloc(self, bytesize):
+            return self.memory_manager.memalloc(bytesize)
+
+    gpumem.set_memory_manager("pool", 0)
+    ctx = Context()
+    ctx.memory_manager = plugin.GpumemNumbaManager(context=ctx)
+    ctx.memory_manager.initialize()
+
+    def cpu(fn):
+        return per_op(fn, iters, reps, clock=time.thread_time_ns, pick=min)
+
+    result = {"ctx.memalloc+drop ns": cpu(lambda: ctx.memalloc(NBYTES))}
+    memalloc = ctx.memory_manager.memalloc
+    result["  of which the manager's memalloc+drop ns"] = cpu(lambda: memalloc(NBYTES))
+    if hasattr(_gpumem, "_time_numba_pair"):  # older builds lack it
+        def pair():
+            t0 = time.thread_time_ns()
+            _gpumem._time_numba_pair(iters, NBYTES, 0)
+            return (time.thread_time_ns() - t0) / iters
+        result["  of which C++ memalloc_unowned+deferred free ns"] = min(
+            pair() for _ in range(reps))
+    result["  (EMM, nanobind Allocation) _gpumem.memalloc+drop ns"] = cpu(
+        lambda: _gpumem.memalloc(NBYTES, 0))
+    result["  (stream-ordered) _gpumem.allocate+drop ns"] = cpu(
+        lambda: _gpumem.allocate(NBYTES, 0, 0))
+    result["  one device synchronisation ns"] = min(
+        _gpumem._time_device_synchronize(iters // 10 or 1, 0) for _ in range(reps))
+    return result
+
+
+def print_result(case: str, variant: str, result: dict) -> None:
+    main_cells = {k: v for k, v in result.items() if not k.startswith("  ")}
+    cells = "  ".join(f"{k} {v:,.2f}" for k, v in main_cells.items())
+    print(f"{case:6} {variant:17} {cells}")
+    for k, v in result.items():  # the split of the cost, one line each
+        if k.startswith("  "):
+            print(f"{'':6} {'':17} {k.strip()} {v:,.1f}")
+
+
 CASES = {
     "numba": (case_numba, ["default", "gpumem", "rmm"], {"rmm": "rmm"}),
     "cupy": (case_cupy, ["MemoryPool", "gpumem"], {}),
@@ -215,8 +273,16 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=20000)
     parser.add_argument("--steps", type=int, default=200, help="training steps")
     parser.add_argument("--only", default="", help="comma-separated: numba,cupy,torch,train")
+    parser.add_argument("--host", action="store_true",
+                        help="the Numba bridge on gpumem's host backend (no GPU)")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.host:
+        python = sys.version.split()[0]
+        print(f"# bench/python_alloc.py --host  reps={args.reps} iters={args.iters}  "
+              f"(host backend, thread CPU time, minimum over reps; Python {python})")
+        print_result("numba", "gpumem (host)", numba_on_host(args.iters, args.reps))
+        return 0
     if args.child:
         case, variant = args.child
         iters = args.steps if case == "train" else args.iters
@@ -253,13 +319,7 @@ def main() -> int:
             if out.returncode != 0:
                 print(f"{case} / {variant}: FAILED\n{out.stderr.strip()[-2000:]}")
                 continue
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            main_cells = {k: v for k, v in result.items() if not k.startswith("  ")}
-            cells = "  ".join(f"{k} {v:,.2f}" for k, v in main_cells.items())
-            print(f"{case:6} {variant:17} {cells}")
-            for k, v in result.items():  # the split of the cost, one line each
-                if k.startswith("  "):
-                    print(f"{'':6} {'':17} {k.strip()} {v:,.1f}")
+            print_result(case, variant, json.loads(out.stdout.strip().splitlines()[-1]))
     return 0
 
 

@@ -52,7 +52,9 @@ class MemoryStatistics:
     ``held_bytes``: taken from the device (a pool's chunks; equal to ``bytes_in_use`` for managers
     without a cache); ``allocations``: live ones; ``total_allocations``: all that succeeded;
     ``out_of_memory_retries``: allocations that succeeded only after a flush and retry;
-    ``pending_count``/``pending_bytes``: the deferred-deallocation queue now.
+    ``pending_count``/``pending_bytes``: the deferred-deallocation queue now;
+    ``retired_count``/``retired_bytes``: frees out of that queue waiting for the one device
+    synchronisation that releases them (pool and async managers; still in ``bytes_in_use``).
     """
 
     device: int
@@ -65,6 +67,8 @@ class MemoryStatistics:
     out_of_memory_retries: int
     pending_count: int
     pending_bytes: int
+    retired_count: int
+    retired_bytes: int
 
 
 def device_count() -> int:

@@ -9,15 +9,18 @@ default GPUMEM_MEMORY_MANAGER's choice). Host memory (pinned, mapped, managed) s
 pool managers; the async manager's memory cannot be exported with legacy IPC).
 
 memalloc returns a MemoryPointer subclass that owns the gpumem allocation as an attribute: the
-memory goes back when the Python object dies, without a weakref.finalize per allocation. The
-extension makes the pointer object itself (_gpumem._numba_pointer: the class's __new__, no
-__init__, four attributes set in C): memalloc is one call into the extension.
+memory goes back when the Python object dies, without a weakref.finalize per allocation. After
+initialize() the manager's memalloc is a function of the extension (_gpumem._numba_memalloc's,
+an instance attribute that shadows the method): it allocates and makes the pointer object itself
+(the class's __new__, no __init__, four attributes set in C), with no Python frame of ours.
 
 defer_cleanup(): Numba's host-side queue and gpumem's deferred-deallocation queue are both held.
 Every device free of memalloc's memory is queued (default, pool and async managers alike), so
-nothing is freed inside. A flush makes one device synchronisation and then frees the whole batch
-(to the pool on the null stream for pool and async), so memory dropped while kernels on any stream
-still use it is safe; memalloc itself does not synchronise.
+nothing is freed inside. The queue's count and ratio limits are Numba's; with the pool and async
+managers a batch that passes them is retired, and retired batches go back to the pool together
+after ONE device synchronisation (once more than 16 times the count limit or 1/16 of the ratio's
+bytes are retired; at once on out-of-memory, reset and flush), so memory dropped while kernels on
+any stream still use it is safe; memalloc itself does not synchronise.
 
 reset() (ctx.reset(), cuda.close()) resets the manager and closes gpumem's context of the device:
 cuda.close() resets the primary context next, which destroys every allocation in it, so gpumem must
@@ -42,7 +45,6 @@ from ._errors import OutOfMemoryError as _GpumemOutOfMemory
 __all__ = ["GpumemNumbaManager", "OutOfMemoryError"]
 
 _binding = _driver.binding
-_new_pointer = _gpumem._numba_pointer
 
 
 class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
@@ -59,17 +61,19 @@ class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
 
 
 class _GpumemPointer(_cuda.MemoryPointer):
-    """A MemoryPointer whose memory is the gpumem Allocation it holds (lifetime = this object).
+    """A MemoryPointer whose memory is the gpumem allocation it holds (lifetime = this object).
 
-    Made by _gpumem._numba_pointer, which sets ``context``, ``size``, ``_cuda_memsize_`` and
-    ``_allocation`` on an instance whose __init__ never runs (MemoryPointer.__init__ would make a
-    CUdeviceptr and, with a finalizer, a weakref.finalize). What MemoryPointer.__init__ sets to the
-    same value for every pointer without a finalizer is a class attribute here: ``is_managed``
-    False (free() does nothing; the memory goes with the object), ``refct`` 1 (OwnedPointer's
-    ``+= 1`` makes an instance attribute), ``_owner`` None (``owner`` is the pointer itself).
-    ``device_pointer`` and ``handle`` (a cuda.bindings CUdeviceptr, about 200 ns to make) are made
-    on first use and then kept as plain attributes: an array that never reaches a kernel or a copy
-    does not pay for them."""
+    Made by the extension's memalloc (_gpumem._numba_memalloc), which sets ``context``, ``size``
+    and ``_allocation`` (a _gpumem.NumbaAllocation) on an instance whose __init__ never runs
+    (MemoryPointer.__init__ would make a CUdeviceptr and, with a finalizer, a weakref.finalize).
+    What MemoryPointer.__init__ sets to the same value for every pointer without a finalizer is a
+    class attribute here: ``is_managed`` False (free() does nothing; the memory goes with the
+    object), ``refct`` 1 (OwnedPointer's ``+= 1`` makes an instance attribute), ``_owner`` None
+    (``owner`` is the pointer itself); ``_cuda_memsize_``, always ``size`` for a pointer that is not
+    a view, is a property over it (Numba reads it only for memory it did not allocate itself, and
+    sets it only where it reads None). ``device_pointer`` and ``handle`` (a cuda.bindings
+    CUdeviceptr, about 200 ns to make) are made on first use and then kept as plain attributes: an
+    array that never reaches a kernel or a copy does not pay for them."""
 
     __cuda_memory__ = True
     is_managed = False
@@ -77,10 +81,14 @@ class _GpumemPointer(_cuda.MemoryPointer):
     _owner = None
 
     def __init__(self, context, allocation, size: int) -> None:  # no super().__init__: no finalizer
-        # The Python spelling of what _gpumem._numba_pointer does (kept for tests and tools).
+        # The Python spelling of what the extension's memalloc does (kept for tests and tools).
         self.context = context
-        self.size = self._cuda_memsize_ = size
+        self.size = size
         self._allocation = allocation
+
+    @property
+    def _cuda_memsize_(self) -> int:
+        return self.size
 
     @functools.cached_property
     def device_pointer(self):
@@ -125,8 +133,6 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         # interface_version.
         super().__init__(*args, **kwargs)
         self._device = None
-        self._context_proxy = None
-        self._out_of_memory = None
 
     def initialize(self) -> None:
         # Called on every context push: cheap after the first call.
@@ -134,10 +140,25 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             return
         import weakref
 
-        self._device = self.context.device.id
-        self._context_proxy = weakref.proxy(self.context)
-        _gpumem.manager_name(self._device)  # binds gpumem's context of the device now
-        self._out_of_memory = self._memalloc_after_out_of_memory  # made once, not per call
+        device = self.context.device.id
+        proxy = weakref.proxy(self.context)
+        _gpumem.manager_name(device)  # binds gpumem's context of the device now
+        # Out of memory (after gpumem's own flush and retry): arrays in reference cycles hold
+        # memory only the collector frees, so collect and try once more, then Numba's error. The
+        # callback holds no reference to the manager (no cycle through the instance attribute).
+        retry = _gpumem._numba_memalloc(_GpumemPointer, proxy, device, None)
+
+        def after_out_of_memory(size: int):
+            gc.collect()
+            try:
+                return retry(size)
+            except _GpumemOutOfMemory as error:
+                raise OutOfMemoryError(error) from error
+
+        # From now on Numba's self.memory_manager.memalloc(n) finds the extension's function.
+        self.memalloc = _gpumem._numba_memalloc(_GpumemPointer, proxy, device,
+                                                after_out_of_memory)
+        self._device = device
         # Numba's host queue counts mapped bytes against a capacity that only Numba's own manager
         # sets; left at 0, every mapped free would flush the queue.
         try:
@@ -147,20 +168,10 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
             pass
 
     def memalloc(self, size: int):
-        if self._device is None:
-            self.initialize()
-        # One call: the allocation and the pointer object, made in C; out of memory (after
-        # gpumem's own flush and retry) comes back to _memalloc_after_out_of_memory.
-        return _new_pointer(_GpumemPointer, self._context_proxy, self._device, self._out_of_memory,
-                            size)
-
-    def _memalloc_after_out_of_memory(self, size: int):
-        # The extension's out-of-memory path (after gpumem's own flush and retry).
-        gc.collect()  # arrays in reference cycles hold memory only the collector frees
-        try:
-            return _new_pointer(_GpumemPointer, self._context_proxy, self._device, None, size)
-        except _GpumemOutOfMemory as error:
-            raise OutOfMemoryError(error) from error
+        # Only before initialize() (and after reset()): initialize() puts the extension's memalloc
+        # in the instance, which Numba's calls find first.
+        self.initialize()
+        return self.memalloc(size)
 
     def get_memory_info(self):
         # gpumem.NotSupportedError is a NotImplementedError, which Numba's callers expect.
@@ -181,6 +192,10 @@ class GpumemNumbaManager(_cuda.GetIpcHandleMixin, _cuda.HostOnlyCUDAMemoryManage
         # frees it outright).
         _gpumem.close_for_device_reset(device)
         self._device = None
+        try:
+            del self.memalloc  # the next call initialises again
+        except AttributeError:
+            pass
         _after_reset_release_at_exit(device)
 
     @contextlib.contextmanager

@@ -1,17 +1,17 @@
 // gpumem._gpumem: the nanobind extension behind the gpumem Python package. Thin bindings of the
 // manager layer: per-device manager choice, stream-ordered and EMM allocation, statistics,
-// deferral, host memory, IPC export, the CSV allocation log's replay; gpumem's C++ errors become
-// the Python exceptions of gpumem/_errors.py with their fields. The Python modules around it
-// (gpumem/*.py) hold the framework bridges. Allocation paths keep the GIL (they never block on the
-// device, and releasing it costs more than they do).
+// deferral, host memory, IPC export; gpumem's C++ errors become the Python exceptions of
+// gpumem/_errors.py with their fields. The framework paths that must run without Python per call
+// are C++ too, in their own files (numba_pointer.cpp, cupy_allocator.cpp, torch_allocator.cpp),
+// and so is the log replay (log_replay.cpp); the Python modules around it (gpumem/*.py) hold the
+// rest of the bridges. Allocation paths keep the GIL (they never block on the device, and
+// releasing it costs more than they do).
 #include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/manager/cleanup_guard.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
-#include <gpumem/mr/cuda_resource.hpp>
-#include <gpumem/mr/log_replay.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
 #include <nanobind/nanobind.h>
@@ -20,9 +20,11 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -30,19 +32,15 @@
 #include <vector>
 
 #include "managers.hpp"
+#include "module.hpp"
 
-namespace nb = nanobind;
-using namespace nb::literals;
+using namespace nanobind::literals;
 
 namespace gpumem::python {
 namespace {
 
 int device_or_current(std::optional<int> device) {
   return device ? *device : backend().current_device();
-}
-
-stream_handle to_stream(std::uintptr_t value) {
-  return reinterpret_cast<stream_handle>(value);  // NOLINT: handles cross as integers
 }
 
 memory_manager& manager_of(std::optional<int> device) {
@@ -79,6 +77,8 @@ nb::object errors_module() {
   return nb::module_::import_("gpumem._errors");
 }
 
+}  // namespace
+
 void translate(std::exception_ptr const& p, void*) {
   try {
     std::rethrow_exception(p);
@@ -98,6 +98,22 @@ void translate(std::exception_ptr const& p, void*) {
   }
 }
 
+void set_python_error(std::exception_ptr const& error) noexcept {
+  try {
+    try {
+      translate(error, nullptr);  // gpumem's errors
+    } catch (nb::python_error& e) {
+      e.restore();
+    } catch (std::bad_alloc const&) {
+      PyErr_NoMemory();
+    } catch (std::exception const& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  } catch (...) {  // raised while making the Python exception
+    if (PyErr_Occurred() == nullptr) PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+}
+
 pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
                                bool expandable, bool trim_before_growth) {
@@ -110,6 +126,8 @@ pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
   o.trim_before_growth = trim_before_growth;
   return o;
 }
+
+namespace {
 
 // (fields of memory_statistics in declaration order, manager name)
 nb::dict statistics_of(std::optional<int> device) {
@@ -126,208 +144,9 @@ nb::dict statistics_of(std::optional<int> device) {
   d["out_of_memory_retries"] = s.out_of_memory_retries;
   d["pending_count"] = s.pending_count;
   d["pending_bytes"] = s.pending_bytes;
+  d["retired_count"] = s.retired_count;
+  d["retired_bytes"] = s.retired_bytes;
   return d;
-}
-
-// Replays a CSV log against a fresh manager-like stack: "pool" (with options) or "cuda" (the
-// backend's plain allocations). Returns the result's fields and the pool's held bytes after every
-// replayed event (empty for "cuda").
-nb::dict replay_file(std::string const& path, std::string const& target, pool_options const& opts,
-                     bool honour_streams) {
-  std::vector<log_event> const events = parse_log_file(path);
-  cuda_resource upstream;
-  std::optional<pool_resource> pool;
-  memory_resource* resource = &upstream;
-  std::vector<std::size_t> held;
-  replay_options options;
-  options.honour_streams = honour_streams;
-  if (target == "pool") {
-    pool.emplace(upstream, opts);
-    resource = &*pool;
-    options.held_bytes = [&] {
-      std::size_t const h = pool->statistics().held_bytes;
-      held.push_back(h);
-      return h;
-    };
-  } else {
-    GPUMEM_EXPECTS(target == "cuda",
-                   "replay_log: target must be 'pool' or 'cuda', not '" + target + "'");
-  }
-  // The replay's streams are ours, made before and destroyed after the pool (which keeps state
-  // per stream until release_stream): up to 8, shared round-robin by the logged streams.
-  std::vector<stream_handle> streams;
-  if (honour_streams) {
-    for (int i = 0; i < 8; ++i)
-      streams.push_back(backend().create_stream(true));
-    options.streams = streams;
-  }
-  auto release_all = [&] {
-    if (pool)
-      for (stream_handle s : streams)
-        pool->release_stream(s);
-    pool.reset();
-    for (stream_handle s : streams)
-      backend().destroy_stream(s);
-  };
-  replay_result r;
-  try {
-    r = replay(events, *resource, options);
-  } catch (...) {
-    release_all();
-    throw;
-  }
-  release_all();
-  nb::dict d;
-  d["events"] = r.events;
-  d["allocations"] = r.allocations;
-  d["frees"] = r.frees;
-  d["logged_failures"] = r.logged_failures;
-  d["unmatched_frees"] = r.unmatched_frees;
-  d["out_of_memory"] = r.out_of_memory;
-  d["leftover_allocations"] = r.leftover_allocations;
-  d["peak_live_bytes"] = r.peak_live_bytes;
-  d["peak_held_bytes"] = r.peak_held_bytes;
-  d["fragmentation"] = r.fragmentation();
-  d["seconds"] = r.seconds;
-  d["held"] = held;
-  return d;
-}
-
-// --- gpumem.numba's pointer, made in C ---
-
-// A name interned once (attribute names set per allocation).
-nb::handle interned(char const* name) {
-  return PyUnicode_InternFromString(name);  // a reference kept for the process
-}
-
-// An instance of `cls` (gpumem.numba._GpumemPointer) without running __init__ (its type's tp_new,
-// object's), with the attributes Numba reads set in C: one Python object for the pointer, one
-// for the gpumem allocation it owns, no Python frame (docs/python.md, gpumem.numba).
-// Out of memory: `out_of_memory(bytes)` answers (gpumem.numba's collection, retry and Numba's
-// error) where it is not None; otherwise gpumem.OutOfMemoryError.
-nb::object numba_pointer(nb::handle cls, nb::handle context, int device, nb::handle out_of_memory,
-                         std::size_t bytes) {
-  static nb::handle const context_name = interned("context");
-  static nb::handle const size_name = interned("size");
-  static nb::handle const memsize_name = interned("_cuda_memsize_");
-  static nb::handle const allocation_name = interned("_allocation");
-  static nb::handle const no_args = PyTuple_New(0);
-  GPUMEM_EXPECTS(PyType_Check(cls.ptr()), "_numba_pointer: cls is not a type");
-  auto const make = reinterpret_cast<newfunc>(
-      PyType_GetSlot(reinterpret_cast<PyTypeObject*>(cls.ptr()), Py_tp_new));
-  GPUMEM_EXPECTS(make != nullptr, "_numba_pointer: cls cannot be instantiated");
-  memory_pointer memory;
-  try {
-    memory = get_context(device).memory_manager().memalloc(bytes);
-  } catch (gpumem::out_of_memory const&) {
-    if (!out_of_memory.is_valid() || out_of_memory.is_none()) throw;
-    return nb::borrow(out_of_memory)(bytes);
-  }
-  nb::object owner = nb::cast(allocation{std::move(memory), device}, nb::rv_policy::move);
-  nb::object pointer =
-      nb::steal(make(reinterpret_cast<PyTypeObject*>(cls.ptr()), no_args.ptr(), nullptr));
-  if (!pointer.is_valid()) throw nb::python_error();
-  nb::object size = nb::int_(bytes);
-  if (PyObject_SetAttr(pointer.ptr(), context_name.ptr(), context.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), size_name.ptr(), size.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), memsize_name.ptr(), size.ptr()) != 0 ||
-      PyObject_SetAttr(pointer.ptr(), allocation_name.ptr(), owner.ptr()) != 0)
-    throw nb::python_error();
-  return pointer;
-}
-
-// --- gpumem.cupy's allocator, in C ---
-
-// What gpumem.cupy hands over once (_cupy_setup): CuPy's current-stream function (a cdef
-// function exported through cupy_backends.cuda.stream's __pyx_capi__ capsules), CuPy's two
-// pointer types, and two Python callbacks for the rare paths. Guarded by the GIL.
-struct cupy_bridge {
-  std::intptr_t (*current_stream)() = nullptr;  // null: call current_stream_fallback
-  nb::object current_stream_fallback;           // () -> the current stream's handle
-  nb::object unowned_memory;                    // cupy.cuda.memory.UnownedMemory
-  nb::object memory_pointer;                    // cupy.cuda.memory.MemoryPointer
-  nb::object keep_stream;                       // (device, handle): keeps CuPy's stream object
-  nb::object out_of_memory;                     // (nbytes): gc, retry, CuPy's OutOfMemoryError
-  std::vector<std::pair<int, std::uintptr_t>> known_streams;  // told to keep_stream
-};
-
-cupy_bridge& cupy() {
-  static auto* const bridge = new cupy_bridge();  // never destroyed: objects die with Python
-  return *bridge;
-}
-
-void cupy_setup(nb::handle capsule, nb::object fallback, nb::object unowned_memory,
-                nb::object memory_pointer, nb::object keep_stream, nb::object out_of_memory) {
-  cupy_bridge& b = cupy();
-  b.current_stream = nullptr;
-  // The signature Cython writes into the capsule's name: use it only where it is exactly this.
-  char const* const signature = "intptr_t (void)";
-  if (capsule.is_valid() && !capsule.is_none() && PyCapsule_IsValid(capsule.ptr(), signature))
-    b.current_stream =
-        reinterpret_cast<std::intptr_t (*)()>(PyCapsule_GetPointer(capsule.ptr(), signature));
-  b.current_stream_fallback = std::move(fallback);
-  b.unowned_memory = std::move(unowned_memory);
-  b.memory_pointer = std::move(memory_pointer);
-  b.keep_stream = std::move(keep_stream);
-  b.out_of_memory = std::move(out_of_memory);
-}
-
-std::uintptr_t cupy_current_stream(cupy_bridge& b) {
-  if (b.current_stream != nullptr) {
-    std::intptr_t const handle = b.current_stream();
-    if (PyErr_Occurred() != nullptr) throw nb::python_error();  // it may raise (no device)
-    return static_cast<std::uintptr_t>(handle);
-  }
-  return nb::cast<std::uintptr_t>(b.current_stream_fallback());
-}
-
-// The owner CuPy's UnownedMemory keeps: a capsule whose destructor frees. Cheaper to make than
-// an Allocation (no nanobind instance, which nanobind also registers in its own table); CuPy never
-// looks into it.
-char const* const owner_capsule_name = "gpumem.memory";
-
-void free_owner_capsule(PyObject* capsule) noexcept {
-  delete static_cast<memory_pointer*>(PyCapsule_GetPointer(capsule, owner_capsule_name));
-}
-
-nb::object owner_capsule(memory_pointer memory) {
-  if (!memory) return nb::none();  // 0 bytes: nothing to own
-  auto* held = new memory_pointer(std::move(memory));
-  PyObject* const capsule = PyCapsule_New(held, owner_capsule_name, &free_owner_capsule);
-  if (capsule == nullptr) {
-    delete held;
-    throw nb::python_error();
-  }
-  return nb::steal(capsule);
-}
-
-nb::object cupy_malloc(std::size_t nbytes) {
-  cupy_bridge& b = cupy();
-  GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
-  int const device = backend().current_device();
-  std::uintptr_t const stream = cupy_current_stream(b);
-  if (stream > 2) {  // 0 null, 1 legacy, 2 per-thread: never destroyed
-    std::pair<int, std::uintptr_t> const key(device, stream);
-    auto& known = b.known_streams;
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      b.keep_stream(device, stream);
-      known.push_back(key);
-    }
-  }
-  memory_pointer memory;
-  try {
-    memory = get_context(device).memory_manager().allocate(nbytes, to_stream(stream));
-  } catch (out_of_memory const&) {
-    return b.out_of_memory(nbytes);  // Python: gc.collect(), one retry, CuPy's error
-  }
-  std::uintptr_t const ptr = reinterpret_cast<std::uintptr_t>(memory.device_pointer());
-  nb::object owner = owner_capsule(std::move(memory));
-  return b.memory_pointer(b.unowned_memory(ptr, nbytes, owner, device), 0);
-}
-
-void cupy_forget_stream(int device, std::uintptr_t stream) {
-  auto& known = cupy().known_streams;
-  known.erase(std::remove(known.begin(), known.end(), std::make_pair(device, stream)), known.end());
 }
 
 }  // namespace
@@ -337,6 +156,9 @@ NB_MODULE(_gpumem, m) {
   using namespace gpumem;
   using namespace gpumem::python;
   nb::register_exception_translator(&translate);
+  add_numba_pointer(m);
+  add_cupy_allocator(m);
+  add_log_replay(m);
 
   nb::class_<allocation>(m, "Allocation",
                          "Device memory owned by this object: freed when it dies or on free().")
@@ -496,14 +318,6 @@ NB_MODULE(_gpumem, m) {
           gpumem::close();
       },
       "device"_a = nb::none());
-  m.def("_numba_pointer", &numba_pointer, "cls"_a, "context"_a, "device"_a,
-        "out_of_memory"_a.none(), "bytes"_a,
-        "gpumem.numba's memalloc: a `cls` instance (no __init__) owning memalloc(bytes, device).");
-  m.def("_cupy_setup", &cupy_setup, "current_stream"_a.none(), "current_stream_fallback"_a,
-        "unowned_memory"_a, "memory_pointer"_a, "keep_stream"_a, "out_of_memory"_a);
-  m.def("_cupy_malloc", &cupy_malloc, "nbytes"_a,
-        "gpumem.cupy.malloc: stream-ordered on CuPy's current stream and device.");
-  m.def("_cupy_forget_stream", &cupy_forget_stream, "device"_a, "stream"_a);
   m.def(
       "_time_torch_pair",
       [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
@@ -538,20 +352,4 @@ NB_MODULE(_gpumem, m) {
   m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
         "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
         "still live is left to the reset; its later frees make no device call.");
-
-  m.def(
-      "replay_log",
-      [](std::string const& path, std::string const& target, std::size_t initial_size,
-         std::size_t chunk_size, std::optional<std::size_t> maximum_size,
-         std::size_t max_cached_size, bool expandable, bool trim_before_growth,
-         bool honour_streams) {
-        return replay_file(path, target,
-                           make_pool_options(initial_size, chunk_size, maximum_size,
-                                             max_cached_size, expandable, trim_before_growth),
-                           honour_streams);
-      },
-      "path"_a, "target"_a = "pool", "initial_size"_a = 0,
-      "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
-      "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true, "honour_streams"_a = true);
 }

@@ -89,6 +89,10 @@ class _Pointer:
     refct = 1
     _owner = None
 
+    @property
+    def _cuda_memsize_(self):
+        return self.size
+
 
 def _pointer_class():
     try:
@@ -103,29 +107,84 @@ def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
     gpumem.set_memory_manager("pool", 0)
     cls = _pointer_class()
     ctx = _Context()
-    p = _gpumem._numba_pointer(cls, ctx, 0, None, 4096)
+    memalloc = _gpumem._numba_memalloc(cls, ctx, 0, None)
+    size = 4096 + 1  # an int of its own, not one of CPython's shared small ones
+    p = memalloc(size)
     assert type(p) is cls
-    assert p.context is ctx and p.size == 4096 and p._cuda_memsize_ == 4096
+    assert p.context is ctx and p.size == size and p._cuda_memsize_ == size
+    assert p.size is size, "the caller's int is the pointer's size (no int made per call)"
     assert p.refct == 1 and p.is_managed is False and p._owner is None
-    assert p._allocation.size == 4096 and p._allocation.ptr != 0
+    assert type(p._allocation) is _gpumem.NumbaAllocation
+    assert p._allocation.size == size and p._allocation.ptr != 0 and p._allocation.device == 0
     if cls is not _Pointer:
         assert p.owner is p
         assert int(p.device_pointer) == p._allocation.ptr and p.handle is p.device_pointer
         p.free()  # no finalizer: nothing happens, as Numba's MemoryPointer without one
-    assert gpumem.statistics(0).bytes_in_use == 4096
+    assert gpumem.statistics(0).bytes_in_use == size
     del p
     s = gpumem.statistics(0)
-    assert s.pending_count == 1 and s.bytes_in_use == 4096, "EMM frees are deferred"
+    assert s.pending_count == 1 and s.bytes_in_use == size, "EMM frees are deferred"
     gpumem.flush(0)
     assert gpumem.statistics(0).bytes_in_use == 0
-    with pytest.raises(gpumem.OutOfMemoryError):
-        _gpumem._numba_pointer(cls, ctx, 0, None, 1 << 62)
+    with pytest.raises(gpumem.OutOfMemoryError) as info:
+        memalloc(1 << 62)
+    assert info.value.requested_bytes == 1 << 62
     asked = []
-    assert _gpumem._numba_pointer(cls, ctx, 0, lambda n: asked.append(n) or "answer",
-                                  1 << 62) == "answer"
+    answer = _gpumem._numba_memalloc(cls, ctx, 0, lambda n: asked.append(n) or "answer")
+    assert answer(1 << 62) == "answer"
     assert asked == [1 << 62], "out of memory: the callback answers"
+    with pytest.raises(ValueError, match="-5"):
+        memalloc(-5)
+    with pytest.raises(ValueError, match="'4096'"):
+        memalloc("4096")
     with pytest.raises(ValueError):
-        _gpumem._numba_pointer(42, ctx, 0, None, 16)
+        _gpumem._numba_memalloc(42, ctx, 0, None)
+    with pytest.raises(TypeError):
+        _gpumem.NumbaAllocation()
+
+
+def test_numba_pointer_of_a_manager_without_unowned_blocks_owns_a_memory_pointer():
+    gpumem.set_memory_manager("default", 0)
+    memalloc = _gpumem._numba_memalloc(_pointer_class(), _Context(), 0, None)
+    p = memalloc(8192)
+    assert p._allocation.size == 8192 and p._allocation.ptr != 0
+    assert memalloc(0)._allocation.ptr == 0, "0 bytes: nothing to own"
+    del p
+    assert gpumem.statistics(0).pending_count == 1, "the default manager defers its frees too"
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
+
+
+def test_numba_frees_past_the_limit_are_retired_until_one_synchronisation():
+    # The pool's queue: the 11th free retires the batch (the pending count drops, as Numba's), the
+    # memory stays in use until one device synchronisation releases every retired batch.
+    gpumem.set_memory_manager("pool", 0)
+    memalloc = _gpumem._numba_memalloc(_pointer_class(), _Context(), 0, None)
+    for _ in range(11):
+        memalloc(1024)
+    s = gpumem.statistics(0)
+    assert (s.pending_count, s.retired_count, s.retired_bytes) == (0, 11, 11 * 1024)
+    assert s.bytes_in_use == 11 * 1024, "retired frees are not back in the pool yet"
+    # 14 batches of 11 stay retired; the 15th passes the limit (16 x 10 items) and releases all.
+    for _ in range(13 * 11):
+        memalloc(1024)
+    s = gpumem.statistics(0)
+    assert (s.pending_count, s.retired_count) == (0, 14 * 11)
+    for _ in range(11):
+        memalloc(1024)
+    s = gpumem.statistics(0)
+    assert (s.pending_count, s.retired_count, s.bytes_in_use) == (0, 0, 0)
+    for _ in range(3):
+        memalloc(1024)
+    assert gpumem.flush(0) == 3
+    assert gpumem.statistics(0).bytes_in_use == 0
+
+
+def test_numba_memalloc_in_c_pairs_with_the_cpp_timing():
+    gpumem.set_memory_manager("pool", 0)
+    assert _gpumem._time_numba_pair(100, 4096, 0) > 0  # bench/python_alloc.py's split
+    gpumem.flush(0)
+    assert gpumem.statistics(0).bytes_in_use == 0
 
 
 class _Unowned:
@@ -196,6 +255,8 @@ def test_numba_manager_memalloc_makes_the_pointer_in_c_and_reports_numbas_errors
     ctx = Context()
     manager = numba_bridge.GpumemNumbaManager(context=ctx)
     first = manager.memalloc(4096)  # initializes first
+    # From then on Numba's self.memory_manager.memalloc(n) finds the extension's function.
+    assert type(manager.memalloc).__name__ == "builtin_function_or_method"
     second = manager.memalloc(1024)
     assert type(first) is type(second) is numba_bridge._GpumemPointer
     assert first.context == ctx and second.size == 1024
@@ -208,8 +269,10 @@ def test_numba_manager_memalloc_makes_the_pointer_in_c_and_reports_numbas_errors
     assert gpumem.statistics(0).bytes_in_use == 0
     manager.reset()  # as cuda.close(): the next memalloc initializes again
     assert manager._device is None
+    assert manager.memalloc.__self__ is manager, "the method again, until initialize()"
     again = manager.memalloc(256)
     assert again.size == 256 and manager._device == 0
+    assert type(manager.memalloc).__name__ == "builtin_function_or_method"
 
 
 def test_torch_functions_from_many_threads_keep_every_count(torch_abi):

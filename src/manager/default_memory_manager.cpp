@@ -71,16 +71,9 @@ default_memory_manager::statistics default_memory_manager::get_statistics() cons
 }
 
 memory_statistics default_memory_manager::get_memory_statistics() const {
-  statistics const own = get_statistics();
-  memory_statistics s;
-  s.bytes_in_use = own.bytes_in_use;
-  s.peak_bytes = own.peak_bytes;
-  s.held_bytes = own.bytes_in_use;
-  s.total_allocations = own.allocations;
-  s.allocations = own.allocations > own.frees ? own.allocations - own.frees : 0;
-  s.out_of_memory_retries = own.out_of_memory_retries;
-  s.pending_count = own.pending_count;
-  s.pending_bytes = own.pending_bytes;
+  memory_statistics s = memory_manager::get_memory_statistics();  // the queue's fields
+  counters_->fill(s);
+  s.held_bytes = s.bytes_in_use;  // no cache
   return s;
 }
 

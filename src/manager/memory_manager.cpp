@@ -19,11 +19,19 @@ void* memory_manager::allocate_unowned(std::size_t, stream_handle) {
                       "': no unowned allocations (use allocate(), which returns an owner)");
 }
 
+void* memory_manager::memalloc_unowned(std::size_t) {
+  throw not_supported("memory manager '" + name() +
+                      "': no unowned allocations (use memalloc(), which returns an owner)");
+}
+
+// The queue's fields; managers that count their allocations add theirs.
 memory_statistics memory_manager::get_memory_statistics() const {
   memory_statistics s;
   pending_deallocations const& queue = owning_context().pending_deallocations();
   s.pending_count = queue.size();
   s.pending_bytes = queue.bytes();
+  s.retired_count = queue.retired_size();
+  s.retired_bytes = queue.retired_bytes();
   return s;
 }
 

@@ -37,9 +37,34 @@ class block_state final : public unowned_blocks {
     }
     counters->on_free(bytes);
   }
-  // pending_deallocations::block_free's function.
+  // memalloc's free (see memalloc): queued on the context's queue, which releases it after a
+  // device synchronisation; where the queue has no room, freed now after one. The caller holds a
+  // reference to this state during the call (a closed queue releases at once, and the item's
+  // reference may be the one that goes then).
+  void deallocate_deferred(void* ptr, std::size_t bytes) noexcept override {
+    defer(shared_from_this(), *this, ptr, bytes);
+  }
+  // The same, with the reference the queued item keeps (moved into it: no count taken for it).
+  static void defer(std::shared_ptr<unowned_blocks> reference, block_state& state, void* ptr,
+                    std::size_t bytes) noexcept {
+    try {
+      state.queue->enqueue(
+          pending_deallocations::block_free{&release_queued, std::move(reference), ptr, nullptr},
+          bytes);
+      return;
+    } catch (...) {
+      try {
+        scoped_device d(state.device);
+        backend().synchronize();
+      } catch (...) {
+      }
+    }
+    state.deallocate(ptr, bytes, nullptr);
+  }
+  // pending_deallocations::block_free's function; `state` is the unowned_blocks of a block_state.
   static void release_queued(void* state, void* ptr, std::size_t bytes, void* stream) noexcept {
-    static_cast<block_state*>(state)->deallocate(ptr, bytes, static_cast<stream_handle>(stream));
+    static_cast<block_state*>(static_cast<unowned_blocks*>(state))
+        ->deallocate(ptr, bytes, static_cast<stream_handle>(stream));
   }
 
   std::shared_ptr<memory_resource> const resource;
@@ -93,25 +118,10 @@ class block_owner final : public detail::allocation_owner {
 
   ~block_owner() override {
     if (freed_) return;
-    if (deferred_) {
-      try {
-        // A copy of the state, not a move: ours keeps the queue alive while enqueue runs (a closed
-        // queue releases at once, which may drop the item's reference).
-        state_->queue->enqueue(
-            pending_deallocations::block_free{&detail::block_state::release_queued, state_, ptr_,
-                                              static_cast<void*>(stream_)},
-            bytes_);
-        return;
-      } catch (...) {
-        // No room to queue it: free it now (after the device has finished with it).
-        try {
-          detail::scoped_device d(state_->device);
-          backend().synchronize();
-        } catch (...) {
-        }
-      }
-    }
-    state_->deallocate(ptr_, bytes_, stream_);
+    if (deferred_)
+      detail::block_state::defer(state_, *state_, ptr_, bytes_);  // memalloc's (null stream)
+    else
+      state_->deallocate(ptr_, bytes_, stream_);
   }
 
  private:
@@ -194,10 +204,14 @@ tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
 //   * the queue is flushed past NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT items or _RATIO of the
 //     device's memory, on reset(), and on out-of-memory before the single retry; while a
 //     defer_cleanup() guard lives nothing is released;
-//   * before each flushed batch the queue runs this manager's release barrier: ONE
+//   * before it releases anything the queue runs this manager's release barrier: ONE
 //     device-wide synchronisation (backend().synchronize()), after which no work of any stream can
-//     still touch the batch; then every block goes back to the resource on the null stream, where
-//     it is reusable at once by any later allocation.
+//     still touch what it releases; then every block goes back to the resource on the null
+//     stream, where it is reusable at once by any later allocation. A batch the queue passes its
+//     limits with is only retired; retired batches are released together behind one barrier
+//     (when they pass their own, larger limits, and on flush, reset, out-of-memory and close), so
+//     one synchronisation serves up to 16 times the count limit (160 frees by default) and a free
+//     costs no wait of its own.
 // memalloc therefore allocates on the null stream without waiting: a block the resource hands out
 // there was either freed through this queue (idle since the flush's synchronisation) or freed in
 // stream order on the null stream (allocate(bytes, nullptr)), which the legacy default stream
@@ -234,6 +248,12 @@ void* resource_memory_manager::allocate_unowned(std::size_t bytes, stream_handle
   return counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
 }
 
+// memalloc's allocation (the null stream, no wait: see memalloc); unowned()->deallocate_deferred
+// frees it as memalloc's pointer would.
+void* resource_memory_manager::memalloc_unowned(std::size_t bytes) {
+  return allocate_unowned(bytes, nullptr);
+}
+
 void resource_memory_manager::release_stream(stream_handle stream) {
   if (!hooks_.on_release_stream) return;
   detail::scoped_device on_device(owning_context().device());
@@ -241,11 +261,9 @@ void resource_memory_manager::release_stream(stream_handle stream) {
 }
 
 memory_statistics resource_memory_manager::get_memory_statistics() const {
-  memory_statistics s = counters_->snapshot();
+  memory_statistics s = memory_manager::get_memory_statistics();  // the queue's fields
+  counters_->fill(s);
   s.held_bytes = hooks_.held_bytes ? hooks_.held_bytes() : s.bytes_in_use;
-  pending_deallocations const& queue = owning_context().pending_deallocations();
-  s.pending_count = queue.size();
-  s.pending_bytes = queue.bytes();
   return s;
 }
 

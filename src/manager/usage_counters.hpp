@@ -32,16 +32,14 @@ struct usage_counters {
     frees.fetch_add(1, std::memory_order_relaxed);
     bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed);
   }
-  // Everything but held_bytes and the queue, which the caller knows.
-  memory_statistics snapshot() const noexcept {
-    memory_statistics s;
+  // Sets every field but held_bytes and the queue's, which the caller knows.
+  void fill(memory_statistics& s) const noexcept {
     s.total_allocations = allocations.load(std::memory_order_relaxed);
     std::size_t const freed = frees.load(std::memory_order_relaxed);
     s.allocations = s.total_allocations > freed ? s.total_allocations - freed : 0;
     s.bytes_in_use = bytes_in_use.load(std::memory_order_relaxed);
     s.peak_bytes = peak_bytes.load(std::memory_order_relaxed);
     s.out_of_memory_retries = retries.load(std::memory_order_relaxed);
-    return s;
   }
 };
 

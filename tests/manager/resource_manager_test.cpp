@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "counted_device.hpp"
+#include "dead_context_backend.hpp"
 #include "log_capture.hpp"
 #include "scoped_backend.hpp"
 #include "stream_gate.hpp"
@@ -27,6 +28,7 @@ namespace gpumem {
 namespace {
 
 using test::counted_device;
+using test::dead_context_device;
 
 // Every call straight to the backend (a freed block is gone at once): the simplest resource for
 // the out-of-memory path.
@@ -54,7 +56,7 @@ void warm_up(memory_manager& m, pending_deallocations& queue) {
 
 class resource_manager_emm : public ::testing::TestWithParam<char const*> {};
 
-TEST_P(resource_manager_emm, memalloc_does_not_wait_and_frees_wait_once_per_flush) {
+TEST_P(resource_manager_emm, memalloc_does_not_wait_and_frees_wait_once_per_release) {
   counted_device device(256 * MiB);
   context ctx(0, load_memory_manager(GetParam()));
   memory_manager& m = ctx.memory_manager();
@@ -78,15 +80,35 @@ TEST_P(resource_manager_emm, memalloc_does_not_wait_and_frees_wait_once_per_flus
     memory_pointer fresh = m.memalloc(4 * KiB);
     EXPECT_EQ(pending.count(fresh.device_pointer()), 0u)
         << "a block whose free is still queued was handed out again";
-    EXPECT_EQ(device.waits(), 0);
-  }  // the limit + 1st item: the queue flushes
-  EXPECT_EQ(queue.size(), 0u);
-  EXPECT_EQ(device.counter->device_synchronizations, 1) << "one device synchronisation per flush";
+    pending.insert(fresh.device_pointer());
+  }  // the limit + 1st item: the queue retires its batch, without a wait
+  EXPECT_EQ(queue.size(), 0u) << "the pending count drops at Numba's threshold";
+  EXPECT_EQ(queue.retired_size(), limit + 1);
+  EXPECT_EQ(device.waits(), 0);
+  st = m.get_memory_statistics();
+  EXPECT_EQ(st.retired_count, limit + 1);
+  EXPECT_EQ(st.retired_bytes, (limit + 1) * 4 * KiB);
+  EXPECT_EQ(st.bytes_in_use, (limit + 1) * 4 * KiB) << "retired blocks are not back yet";
+  // Batches retire until the retired list passes its limit; no retired block is handed out
+  // before the one synchronisation that releases them all.
+  std::size_t frees = limit + 1;
+  while (device.counter->device_synchronizations == 0) {
+    memory_pointer p = m.memalloc(4 * KiB);
+    ASSERT_EQ(pending.count(p.device_pointer()), 0u)
+        << "a retired block was handed out before the device synchronisation";
+    pending.insert(p.device_pointer());
+    ++frees;
+    ASSERT_LE(frees, queue.max_retired_count() + limit + 1) << "the retired list never released";
+  }
+  EXPECT_EQ(device.counter->device_synchronizations, 1) << "one synchronisation for many batches";
   EXPECT_EQ(device.counter->stream_synchronizations, 0);
+  EXPECT_EQ(frees % (limit + 1), 0u) << "released when a batch retired";
+  EXPECT_GT(frees, queue.max_retired_count()) << "not before the retired list passed its limit";
+  EXPECT_EQ(queue.size() + queue.retired_size(), 0u);
   st = m.get_memory_statistics();
   EXPECT_EQ(st.bytes_in_use, 0u);
   EXPECT_EQ(st.allocations, 0u);
-  EXPECT_EQ(st.total_allocations, limit + 2);
+  EXPECT_EQ(st.total_allocations, frees + 1);
 }
 
 TEST_P(resource_manager_emm, defer_cleanup_holds_device_frees_until_the_guard_ends) {
@@ -218,66 +240,6 @@ TEST(resource_manager_close, close_gives_back_the_pools_free_chunks_before_a_con
   close();
 }
 
-// A host device that counts every call gpumem makes on device memory, streams and events once
-// `dead` is set: a CUDA context reset under gpumem, whose objects must not be touched again.
-class dead_context_backend final : public test::recycling_backend {
- public:
-  using recycling_backend::recycling_backend;
-  void deallocate(void* ptr) override {
-    touch();
-    inner_.deallocate(ptr);
-  }
-  void destroy_event(event_handle event) override {
-    touch();
-    inner_.destroy_event(event);
-  }
-  void destroy_stream(stream_handle stream) override {
-    touch();
-    inner_.destroy_stream(stream);
-  }
-  void record_event(event_handle event, stream_handle stream) override {
-    touch();
-    inner_.record_event(event, stream);
-  }
-  bool query_event(event_handle event) override {
-    touch();
-    return inner_.query_event(event);
-  }
-  bool query_stream(stream_handle stream) override {
-    touch();
-    return inner_.query_stream(stream);
-  }
-  void synchronize_stream(stream_handle stream) override {
-    touch();
-    inner_.synchronize_stream(stream);
-  }
-  void synchronize() override {
-    touch();
-    inner_.synchronize();
-  }
-  std::uint64_t stream_id(stream_handle stream) override {
-    touch();
-    return recycling_backend::stream_id(stream);
-  }
-  std::atomic<bool> dead{false};
-  std::atomic<int> calls_after_death{0};
-
- private:
-  void touch() {
-    if (dead.load()) calls_after_death.fetch_add(1);
-  }
-};
-
-struct dead_context_device {
-  explicit dead_context_device(std::size_t capacity)
-      : inner(make_host_backend(host_backend_options{capacity})),
-        counter(new dead_context_backend(*inner)),
-        installed(std::unique_ptr<device_backend>(counter)) {}
-  std::unique_ptr<device_backend> inner;
-  dead_context_backend* counter;  // owned by `installed`
-  test::scoped_backend installed;
-};
-
 // Numba's cuda.close(): close_for_device_reset(device), then the CUDA context is reset. Memory
 // still owned by live objects (small and large blocks, EMM and stream-ordered, on a stream that
 // has fences) is dropped afterwards without any call on the dead context's memory, streams or
@@ -360,6 +322,27 @@ TEST(resource_manager_emm_recovery, out_of_memory_flushes_the_queue_and_retries_
     EXPECT_THROW((void)m.memalloc(14 * MiB), out_of_memory)
         << "inside defer_cleanup() the queued free is not flushed, as Numba";
   }
+}
+
+// Retired frees (a batch that passed the count limit) hold memory until one synchronisation:
+// out-of-memory releases them before the retry.
+TEST(resource_manager_emm_recovery, out_of_memory_releases_retired_frees_before_the_retry) {
+  counted_device device(16 * MiB);
+  context ctx(0, [](context& c) {
+    return std::make_unique<resource_memory_manager>(c, std::make_shared<backend_resource>());
+  });
+  memory_manager& m = ctx.memory_manager();
+  pending_deallocations& queue = ctx.pending_deallocations();
+  for (std::size_t i = 0; i <= queue.max_count(); ++i)
+    (void)m.memalloc(16 * KiB);  // 176 KiB retired: within 1/16 of the ratio's bytes
+  ASSERT_EQ(queue.size(), 0u);
+  ASSERT_EQ(queue.retired_size(), queue.max_count() + 1);
+  device.reset_counts();
+  memory_pointer big = m.memalloc(16 * MiB - 64 * KiB);  // fits only without the retired blocks
+  EXPECT_NE(big.device_pointer(), nullptr);
+  EXPECT_EQ(queue.retired_size(), 0u);
+  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  EXPECT_EQ(m.get_memory_statistics().out_of_memory_retries, 1u);
 }
 
 TEST(resource_manager_streams, a_reused_stream_handle_does_not_alias_in_the_pool_manager) {

@@ -37,6 +37,9 @@
 //   * get_memory_statistics(): one memory_statistics snapshot. Default: the context's queue only.
 //   * unowned() / allocate_unowned(bytes, stream): allocate() without an owner object, for C
 //     interfaces that give the pointer, size and stream back at the free. Default: none.
+//   * memalloc_unowned(bytes): memalloc() without an owner object, freed through
+//     unowned()->deallocate_deferred(ptr, bytes) (the Python bridges keep the owner themselves).
+//     Default: none.
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
@@ -68,6 +71,11 @@ class unowned_blocks : public std::enable_shared_from_this<unowned_blocks> {
   // Frees a block of allocate_unowned(bytes, stream) on `stream`. Never throws (errors are
   // logged). May run after the manager is gone.
   virtual void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept = 0;
+  // Frees a block of memalloc_unowned(bytes) as memalloc's memory is freed: device work on any
+  // stream may still use it, so it may be reused only after a device synchronisation (the
+  // resource_memory_manager queues it on its context's deferred-deallocation queue). Never throws
+  // (errors are logged). May run after the manager is gone.
+  virtual void deallocate_deferred(void* ptr, std::size_t bytes) noexcept = 0;
 };
 
 class memory_manager {
@@ -112,6 +120,10 @@ class memory_manager {
   // allocate()); allocate_unowned then throws not_supported. 0 bytes gives null.
   virtual unowned_blocks* unowned() const noexcept { return nullptr; }
   virtual void* allocate_unowned(std::size_t bytes, stream_handle stream);
+  // memalloc(bytes) WITHOUT an owner object (the same memory, counted and recovered alike), freed
+  // by unowned()->deallocate_deferred(ptr, bytes). A manager whose unowned() is non-null provides
+  // it; otherwise (the default) it throws not_supported. 0 bytes gives null.
+  virtual void* memalloc_unowned(std::size_t bytes);
 
   context& owning_context() const noexcept { return *context_; }
 

@@ -27,6 +27,10 @@ struct memory_statistics {
   std::size_t out_of_memory_retries = 0;  // allocations that succeeded only after flush and retry
   std::size_t pending_count = 0;          // the context's deferred-deallocation queue, now
   std::size_t pending_bytes = 0;
+  // Frees out of that queue that wait for the device synchronisation releasing them (the queue's
+  // retired list: pending_deallocations.hpp); still counted in bytes_in_use.
+  std::size_t retired_count = 0;
+  std::size_t retired_bytes = 0;
 };
 
 }  // namespace gpumem

@@ -10,8 +10,10 @@
 // memalloc -> resource->allocate(bytes, null stream), with no synchronisation. When the last owner
 // goes, the free is QUEUED on the context's pending_deallocations (Numba's deferred deallocation:
 // NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT / _RATIO, flushed on reset() and out-of-memory; nothing is
-// freed inside defer_cleanup()). The manager sets the queue's release barrier: each flush makes
-// ONE device synchronisation, then returns the whole batch to the resource on the null stream.
+// freed inside defer_cleanup()). The manager sets the queue's release barrier, ONE device
+// synchronisation, after which the released frees go back to the resource on the null stream; a
+// batch the queue passes its limits with is retired and released with later ones behind one
+// barrier (pending_deallocations.hpp: up to 16 times the count limit, 1/16 of the byte limit).
 // That is what makes EMM memory safe to use on any stream (the EMM has none) without a wait per
 // call: see the comment above memalloc in resource_memory_manager.cpp. A caller that knows a block
 // is idle (it waited for its work) frees it with memory_pointer::release_idle: at once on the null
@@ -23,8 +25,10 @@
 // memory (a spill manager, a pool trim); then the allocation is retried exactly once.
 // allocate(bytes, stream) -> resource->allocate(bytes, stream) with the same out-of-memory
 // recovery; the pointer's last owner frees on that stream (memory_manager.hpp). allocate_unowned
-// is the same without an owner (unowned()->deallocate frees). Each pointer costs one heap record
-// (its owner, which frees in its destructor) and a deferred free one slot in the queue.
+// is the same without an owner (unowned()->deallocate frees), and memalloc_unowned is memalloc's
+// allocation without an owner (unowned()->deallocate_deferred queues its free). Each pointer
+// costs one heap record (its owner, which frees in its destructor) and a deferred free one slot
+// in the queue.
 // release_stream and the held bytes of get_memory_statistics() ask the hooks (a pool's
 // release_stream and chunks). get_memory_info forwards the resource's (which may throw
 // not_supported). reset() flushes the queue (device and host frees) and calls the `on_reset` hook.
@@ -88,6 +92,7 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   memory_statistics get_memory_statistics() const override;
   unowned_blocks* unowned() const noexcept override;
   void* allocate_unowned(std::size_t bytes, stream_handle stream) override;
+  void* memalloc_unowned(std::size_t bytes) override;
   memory_info get_memory_info() override;
   void reset() override;
   int interface_version() const override { return memory_manager_interface_version; }
