@@ -583,6 +583,8 @@ pool_statistics pool_state::statistics() const {
   st.invalid_deallocations = invalid_deallocations_.load();
   st.lock_acquisitions = lock_acquisitions_;
   st.reclaims = reclaims_;
+  st.pages_mapped = pages_mapped_;
+  st.pages_unmapped = pages_unmapped_;
   st.streams = streams_.size();
   return st;
 }

@@ -49,9 +49,9 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   return std::min(wanted, share);
 }
 
-bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size) {
+bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s) {
   scoped_device const on_device(backend_, device_);  // the upstream allocates on the current one
-  if (vrange_ != nullptr && grow_range(lock, size)) return true;
+  if (vrange_ != nullptr && grow_range(lock, size, s)) return true;
   std::size_t const need = pool_round_up(size);
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
   if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
@@ -172,7 +172,7 @@ bool pool_state::erase_cover_locked(pool_chunk const& chunk, pool_stream* stream
 std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
                                     std::vector<pool_retired_chunk>* later) {
   scoped_device const on_device(backend_, device_);
-  // The range's free end, before a growth, would only be mapped again at once.
+  // An expandable pool's free pages (a growth moves them itself: pool_range.cpp).
   std::size_t released = shrink_range ? shrink_range_locked() : 0;
   for (auto it = chunks_.begin(); it != chunks_.end();) {
     pool_chunk& chunk = it->second;

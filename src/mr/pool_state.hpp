@@ -2,7 +2,7 @@
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
 // end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
-// pool_batches.cpp, pool_growth.cpp, pool_vrange.cpp). Locks:
+// pool_batches.cpp, pool_growth.cpp, pool_range.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex guards that stream's arena: its class lists and its extents. A
 //     thread cache refills from and overflows to its stream's lists, and carves new blocks from
@@ -19,6 +19,7 @@
 
 #include "pool_extents.hpp"
 #include "pool_large_blocks.hpp"
+#include "pool_vrange.hpp"
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/detail/pool_size_classes.hpp>
@@ -43,45 +44,7 @@
 namespace gpumem::detail {
 
 class pool_state;
-
-// The virtual address range of an expandable pool (pool_options::expandable): reserved once,
-// backed from its start by physical pieces mapped one after another, so the mapped part is always
-// one contiguous chunk. Not thread safe: pool_state guards it with vrange_mutex_.
-class pool_vrange {
- public:
-  // Reserves `capacity` bytes (rounded up to the backend's granularity).
-  pool_vrange(device_backend& backend, std::size_t capacity);
-  ~pool_vrange();  // unmaps and releases every piece, then the range
-  pool_vrange(pool_vrange const&) = delete;
-  pool_vrange& operator=(pool_vrange const&) = delete;
-
-  std::uintptr_t base() const noexcept { return reinterpret_cast<std::uintptr_t>(base_); }
-  // mapped() and room() may be read as hints without the range's lock (a growth computing its
-  // step under the pool's mutex while another maps); extend and shrink change them under it.
-  std::size_t mapped() const noexcept { return mapped_.load(std::memory_order_relaxed); }
-  std::size_t room() const noexcept { return capacity_ - mapped(); }
-  std::size_t granularity() const noexcept { return granularity_; }
-  std::size_t pieces() const noexcept { return pieces_.size(); }
-  // Maps `bytes` (a multiple of the granularity, at most room()) more at the end, as one piece.
-  // Throws out_of_memory when the device has no physical memory for it.
-  void extend(std::size_t bytes);
-  // Unmaps and releases whole pieces from the end while what stays mapped is at least `keep`
-  // bytes; returns the bytes released.
-  std::size_t shrink(std::size_t keep) noexcept;
-
- private:
-  struct piece {
-    std::size_t offset;
-    std::size_t size;
-    physical_handle handle;
-  };
-  device_backend& backend_;
-  std::size_t granularity_;
-  std::size_t capacity_;
-  void* base_;
-  std::atomic<std::size_t> mapped_{0};
-  std::vector<piece> pieces_;
-};
+struct pool_range_plan;
 
 struct pool_fence {
   event_handle event = nullptr;
@@ -427,14 +390,15 @@ class pool_state {
   // Takes a chunk for `size` bytes from the upstream, with `lock` (on mutex_) released during the
   // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
   // maximum size) refuses; the pool's state may have changed either way.
-  bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
+  bool grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
   // The preferred growth: chunk_size for each stream short since the last growth, held to
   // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
   // Counts `bytes` just added to the pool by a growth.
   void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
-  // `shrink_range`, the free end of an expandable pool's range (whole pieces).
+  // `shrink_range`, the memory under every whole page of the free extents of an expandable pool's
+  // range.
   // (With `later`, the chunks are listed there instead of given back: the caller gives them back
   // without the mutex, as trim_unlocked does.)
   std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true,
@@ -447,13 +411,24 @@ class pool_state {
   // the caller holds. erase_cover_locked removes that cover; true if part of it was `stream`'s.
   bool wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
   bool erase_cover_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
+  // --- expandable pools (pool_range.cpp) ---
+  // Unmaps every whole page of the range's free extents (trim); returns the bytes given back.
   std::size_t shrink_range_locked() noexcept;
-  // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
-  // the range has no room for `size` or the device no memory.
-  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
-  bool grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // The free extent at the end of the range (free_.extents().end() if the end is in use).
-  extent_map::iterator range_tail_locked() noexcept;
+  // grow()'s expandable half: maps pages where `size` bytes then fit for `s` (null: for every
+  // stream), with mutex_ released while mapping, and moves the memory under whole pages of free
+  // extents elsewhere in the range there first (pool_range.cpp). False when the range has no
+  // room for `size` or the device no memory.
+  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
+  // grow_range's steps (pool_range_plan is private to pool_range.cpp).
+  // own_upto: `s`'s extents up to this epoch may give their pages (0: none).
+  bool plan_range_locked(pool_range_plan& plan, std::size_t size, pool_stream* s,
+                         std::uint64_t own_upto);
+  void choose_sources_locked(pool_range_plan& plan, pool_stream* s, std::uint64_t own_upto);
+  void finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept;
+  // Unmapped pages of the range: into holes_, or off the end of its chunk.
+  void add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept;
+  // Puts free memory of the range back: into `s`'s extents (null: the free ones).
+  void put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
 
@@ -499,14 +474,18 @@ class pool_state {
   std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
   pool_large_blocks large_blocks_;
   std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
-  // Expandable pools: the range, and its chunk in chunks_ (null while nothing is mapped). Growth
-  // takes vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the
-  // range while a growth is mapping), so the two never wait for each other in opposite orders.
-  // Both are held to change the range's mapped size, so chunk size and mapping always agree.
+  // Expandable pools: the range, and its chunk in chunks_ (null while it is empty): the part of
+  // the range in use, from its base, in which the pages of holes_ are not mapped. Growth takes
+  // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range
+  // while a growth is mapping), so the two never wait for each other in opposite orders.
   std::unique_ptr<pool_vrange> vrange_;
   std::mutex vrange_mutex_;
   pool_chunk* vrange_chunk_ = nullptr;
-  std::size_t claimed_bytes_ = 0;  // the range's free end, held out of the extents by a growth
+  // Whole pages of the range's chunk with nothing mapped (never at its end: the chunk ends before).
+  pool_extent_set holes_;
+  std::size_t claimed_bytes_ = 0;  // free memory held out of the extents by a growth in flight
+  std::uint64_t pages_mapped_ = 0;
+  std::uint64_t pages_unmapped_ = 0;
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;
