@@ -399,26 +399,30 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
     return true;
   };
 
-  auto const start = std::chrono::steady_clock::now();
+  using clock = std::chrono::steady_clock;
   if (options.honour_threads && !events.empty() && several_threads(events)) {
-    // Each run of consecutive events of one logged thread goes to that thread at once.
+    // Each run of consecutive events of one logged thread goes to that thread at once, and is
+    // timed there: the hand-overs between threads are not the resource's time.
     replay_threads threads;
     for (std::size_t at = 0; at < events.size() && !stopped_by;) {
       std::size_t end = at + 1;
       while (end < events.size() && events[end].thread == events[at].thread)
         ++end;
       std::function<void()> const run = [&, at, end] {
+        auto const start = clock::now();
         for (std::size_t i = at; i < end && step(events[i]); ++i) {
         }
+        result.seconds += std::chrono::duration<double>(clock::now() - start).count();
       };
       threads.run(events[at].thread, run);
       at = end;
     }
   } else {
+    auto const start = clock::now();
     for (log_event const& e : events)
       if (!step(e)) break;
+    result.seconds = std::chrono::duration<double>(clock::now() - start).count();
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.leftover_allocations = live.size();
   if (options.free_leftovers) {
     for (auto const& entry : live)

@@ -53,8 +53,9 @@ struct replay_options {
   // started for the replay and joined before it returns), still one event after another in log
   // order: a resource with per-thread state (the pool's thread caches) then sees a program's
   // threads as they were, such as PyTorch's autograd thread freeing in the backward pass what the
-  // main thread allocated. The hand-over between threads is part of the time measured. A log of
-  // one thread runs on the calling thread either way.
+  // main thread allocated. Each thread times its runs of events: the hand-overs between threads
+  // are not part of replay_result::seconds. A log of one thread runs on the calling thread either
+  // way.
   bool honour_threads = false;
   // Called after every allocation and free: the bytes the resource holds from its upstream (e.g.
   // a statistics_adaptor under a pool: [&] { return stats.bytes().current; }). Gives
@@ -77,7 +78,7 @@ struct replay_result {
   std::size_t leftover_allocations = 0;  // live at the end of the log
   std::size_t peak_live_bytes = 0;       // highest sum of live requested sizes
   std::size_t peak_held_bytes = 0;       // highest held_bytes() seen (0 without the probe)
-  double seconds = 0.0;                  // wall time of the replay loop (allocations and frees)
+  double seconds = 0.0;                  // time of the replay loop (allocations and frees)
   // peak_held_bytes / peak_live_bytes; 0 when either is unknown.
   double fragmentation() const noexcept {
     return peak_live_bytes == 0 || peak_held_bytes == 0
