@@ -46,6 +46,9 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
   GPUMEM_EXPECTS(options.chunk_size > 0 && options.chunk_size <= max_allocation_bytes,
                  "pool_options::chunk_size " + std::to_string(options.chunk_size) +
                      " is not between 1 byte and " + format_bytes(max_allocation_bytes));
+  GPUMEM_EXPECTS(options.held_target >= 1.0,  // NaN too
+                 "pool_options::held_target " + std::to_string(options.held_target) +
+                     " is below 1 (the pool holds at least what is live)");
   GPUMEM_EXPECTS(options.page_size > 0 && options.page_size <= 1 * GiB,
                  "pool_options::page_size " + std::to_string(options.page_size) +
                      " is not between 1 byte and 1 GiB");

@@ -424,10 +424,18 @@ class pool_state {
   // room for `size` or the device no memory.
   bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
   // grow_range's steps (pool_range_plan is private to pool_range.cpp).
-  // own_upto: `s`'s extents up to this epoch may give their pages (0: none).
+  // own_upto: `s`'s extents up to this epoch may give their pages (0: none); fresh: the new
+  // memory the growth may take before it moves any (fresh_allowance_locked).
   bool plan_range_locked(pool_range_plan& plan, std::size_t size, pool_stream* s,
-                         std::uint64_t own_upto);
-  void choose_sources_locked(pool_range_plan& plan, pool_stream* s, std::uint64_t own_upto);
+                         std::uint64_t own_upto, std::size_t fresh);
+  void choose_sources_locked(pool_range_plan& plan, pool_stream* s, std::uint64_t own_upto,
+                             std::size_t fresh);
+  // The bytes live now as far as the pool's counts tell: held, less what is free, owned by a
+  // stream, listed or cached (the caches' counts may lag by the calls in flight).
+  std::size_t live_estimate_locked() const noexcept;
+  // The new memory a growth for `need` bytes may take while the pool then holds at most
+  // pool_options::held_target times the most it has had live at a growth (with the request).
+  std::size_t fresh_allowance_locked(std::size_t need) noexcept;
   void finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept;
   // Unmapped pages of the range: into holes_, or off the end of its chunk.
   void add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept;
@@ -487,7 +495,8 @@ class pool_state {
   pool_chunk* vrange_chunk_ = nullptr;
   // Whole pages of the range's chunk with nothing mapped (never at its end: the chunk ends before).
   pool_extent_set holes_;
-  std::size_t claimed_bytes_ = 0;  // free memory held out of the extents by a growth in flight
+  std::size_t claimed_bytes_ = 0;   // free memory held out of the extents by a growth in flight
+  std::size_t live_at_growth_ = 0;  // the most bytes live at a growth, with its request
   std::uint64_t pages_mapped_ = 0;
   std::uint64_t pages_unmapped_ = 0;
   std::size_t peak_held_ = 0;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ pool_options exact_blocks(bool expandable) {
   o.chunk_size = 2 * MiB;
   o.max_cached_size = 0;  // every block through the coalescing best fit: the layout is exact
   o.page_size = 2 * MiB;  // the granularity of both backends: pages of 2 MiB
+  o.held_target = 1.0;    // every growth moves what free pages allow
   return o;
 }
 
@@ -125,6 +127,38 @@ TEST_F(pool_test, an_expandable_pool_maps_the_memory_of_free_pages_where_it_grow
   EXPECT_EQ(st.held_bytes, 0u);
   EXPECT_EQ(st.chunks, 0u);
   pool.check_invariants();
+}
+
+TEST_F(pool_test, held_target_is_how_much_more_than_the_live_peak_a_growth_may_take_new) {
+  // The scenario above: at the 12 MiB growth 12.25 MiB are live (with the request), 10 MiB held,
+  // and 8 MiB of whole pages free before the pin. The target bounds the new memory; the rest of
+  // the 12 MiB mapped is moved.
+  struct expected {
+    double target;
+    std::size_t held;
+    std::uint64_t unmapped;
+  };
+  for (expected const e : {expected{1.0, 14 * MiB, 4}, expected{1.5, 18 * MiB, 2},
+                           expected{std::numeric_limits<double>::infinity(), 22 * MiB, 0}}) {
+    pool_options o = exact_blocks(true);
+    o.held_target = e.target;
+    pool_resource pool(upstream, o);
+    void* first = pool.allocate(8 * MiB, a);
+    void* pin = pool.allocate(256 * KiB, a);
+    pool.deallocate(first, 8 * MiB, a);
+    void* big = pool.allocate(12 * MiB, a);
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.held_bytes, e.held) << e.target;
+    EXPECT_EQ(st.pages_unmapped, e.unmapped) << e.target;
+    pool.check_invariants();
+    pool.deallocate(big, 12 * MiB, a);
+    pool.deallocate(pin, 256 * KiB, a);
+  }
+  for (double bad : {0.5, 0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    pool_options o = exact_blocks(true);
+    o.held_target = bad;
+    EXPECT_THROW(pool_resource(upstream, o), logic_error) << bad;
+  }
 }
 
 TEST_F(pool_test, an_expandable_pool_never_unmaps_what_a_stream_with_pending_work_freed) {

@@ -79,6 +79,13 @@ struct pool_options {
   // ones give back more of the free memory between live blocks (up to a page on either side of
   // each free extent stays). At most 1 GiB.
   std::size_t page_size = 4 * MiB;
+  // Expandable pools: a growth takes new memory while the pool then holds at most this multiple of
+  // the most it has had live at a growth (the bytes live then, with the request); beyond, it moves
+  // the memory under free pages instead. 1 moves whenever free pages allow; infinity never moves
+  // (the pool then holds what a range that only grows at its end would). A move costs a backend
+  // unmap and map per page, so the target trades memory for time where shapes keep changing. At
+  // least 1.
+  double held_target = 1.125;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
   // Costs a mutex per call: for tests and debugging.
