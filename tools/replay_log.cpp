@@ -2,21 +2,25 @@
 // or RMM's logging_resource_adaptor) against gpumem resources and prints, per resource, the time,
 // the peak live bytes, the peak bytes held from the device and the fragmentation.
 //
-//   replay_log [--resource cuda|async|pool|all] [--no-streams] [--repeat N] LOG.csv
+//   replay_log [--resource cuda|async|pool|expandable|all] [--no-streams] [--threads]
+//              [--repeat N] LOG.csv
 //
-// The held bytes are measured by a statistics_adaptor between the resource and the device, so
-// for cuda and async they equal the live bytes, and for pool they show what the pool keeps.
+// --threads replays each logged thread on a thread of its own (replay_options::honour_threads).
+//
+// The held bytes of cuda are measured by a statistics_adaptor between the resource and the device
+// (they equal the live bytes); those of the pools are the pools' own peak held bytes (what they
+// took from the upstream, or mapped in their range for the expandable pool: its physical memory
+// does not come from the upstream). With --repeat N, the time is the best replay's and the held
+// bytes the peak over all of them (the first replay starts from an empty pool).
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/async_resource.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/log_replay.hpp>
-#include <gpumem/mr/statistics_adaptor.hpp>
-#if __has_include(<gpumem/mr/pool_resource.hpp>)
 #include <gpumem/mr/pool_resource.hpp>
-#define GPUMEM_REPLAY_HAVE_POOL 1
-#endif
+#include <gpumem/mr/statistics_adaptor.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -30,33 +34,41 @@ namespace {
 
 void usage() {
   std::fprintf(stderr,
-               "usage: replay_log [--resource cuda|async|pool|all] [--no-streams] [--repeat N] "
+               "usage: replay_log [--resource cuda|async|pool|expandable|all] [--no-streams] "
+               "[--threads] [--repeat N] "
                "LOG.csv\n");
 }
+
+// Runs the replays with a resource; `pool` is set for gpumem's pools (their held bytes are read
+// from their statistics).
+using replay_body = std::function<void(gpumem::memory_resource&, gpumem::pool_resource* pool)>;
 
 struct candidate {
   std::string name;
   // Builds the resource over `device` and runs `body` with it.
-  std::function<void(gpumem::memory_resource& device,
-                     std::function<void(gpumem::memory_resource&)> const& body)>
-      run;
+  std::function<void(gpumem::memory_resource& device, replay_body const& body)> run;
 };
 
 std::vector<candidate> candidates() {
   using namespace gpumem;
   std::vector<candidate> all;
-  all.push_back({"cuda", [](memory_resource& device, auto const& body) { body(device); }});
+  all.push_back({"cuda", [](memory_resource& device, auto const& body) { body(device, nullptr); }});
   all.push_back({"async", [](memory_resource&, auto const& body) {
                    // The async pool is the driver's: held bytes are not visible, only live ones.
                    async_resource async;
-                   body(async);
+                   body(async, nullptr);
                  }});
-#ifdef GPUMEM_REPLAY_HAVE_POOL
   all.push_back({"pool", [](memory_resource& device, auto const& body) {
                    pool_resource pool(device);
-                   body(pool);
+                   body(pool, &pool);
                  }});
-#endif
+  if (backend().vmm_granularity() > 0)
+    all.push_back({"expandable", [](memory_resource& device, auto const& body) {
+                     pool_options options;
+                     options.expandable = true;
+                     pool_resource pool(device, options);
+                     body(pool, &pool);
+                   }});
   return all;
 }
 
@@ -66,6 +78,7 @@ int main(int argc, char** argv) {
   std::string which = "all";
   std::string path;
   bool honour_streams = true;
+  bool honour_threads = false;
   int repeat = 1;
   for (int i = 1; i < argc; ++i) {
     std::string const arg = argv[i];
@@ -73,6 +86,8 @@ int main(int argc, char** argv) {
       which = argv[++i];
     } else if (arg == "--no-streams") {
       honour_streams = false;
+    } else if (arg == "--threads") {
+      honour_threads = true;
     } else if (arg == "--repeat" && i + 1 < argc) {
       repeat = std::atoi(argv[++i]);
     } else if (arg == "-h" || arg == "--help") {
@@ -111,17 +126,21 @@ int main(int argc, char** argv) {
       any = true;
       gpumem::cuda_resource device;
       gpumem::statistics_adaptor held(device);
-      c.run(held, [&](gpumem::memory_resource& mr) {
+      c.run(held, [&](gpumem::memory_resource& mr, gpumem::pool_resource* pool) {
         gpumem::replay_options options;
         options.honour_streams = honour_streams;
         options.streams = streams;
-        if (c.name != "async")
+        options.honour_threads = honour_threads;
+        if (c.name == "cuda")
           options.held_bytes = [&held] { return static_cast<std::size_t>(held.bytes().current); };
         gpumem::replay_result best;
+        std::size_t peak_held = 0;
         for (int r = 0; r < repeat; ++r) {
           auto const result = gpumem::replay(events, mr, options);
           if (r == 0 || result.seconds < best.seconds) best = result;
+          peak_held = std::max(peak_held, result.peak_held_bytes);
         }
+        best.peak_held_bytes = pool != nullptr ? pool->statistics().peak_held_bytes : peak_held;
         double const ns = best.events == 0 ? 0 : best.seconds * 1e9 / best.events;
         if (c.name == "cuda") cuda_ns = ns;
         std::printf("%-8s %12.1f %14zu %14zu %8.3f %10zu %6zu", c.name.c_str(), ns,

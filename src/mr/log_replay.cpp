@@ -5,14 +5,18 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <functional>
 #include <istream>
+#include <mutex>
 #include <optional>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 
 namespace gpumem {
 
@@ -255,6 +259,81 @@ struct live_block {
   stream_handle stream;
 };
 
+// One thread per logged thread (replay_options::honour_threads). run() hands a piece of work to
+// the thread of a logged id (started on first use) and waits for it: the threads take turns, so the
+// replay stays one event after another in log order, and the hand-over (a mutex and a condition
+// variable) orders every thread's changes to the replay's state before the next one's.
+class replay_threads {
+ public:
+  replay_threads() = default;
+  replay_threads(replay_threads const&) = delete;
+  replay_threads& operator=(replay_threads const&) = delete;
+  ~replay_threads() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    turn_.notify_all();
+    for (auto& t : threads_)
+      t.join();
+  }
+
+  // Runs `work` on the thread of `logged` and rethrows what it threw.
+  void run(std::uint64_t logged, std::function<void()> const& work) {
+    std::size_t const which = thread_of(logged);
+    std::unique_lock<std::mutex> lock(mutex_);
+    work_ = &work;
+    runner_ = which;
+    turn_.notify_all();
+    turn_.wait(lock, [&] { return work_ == nullptr; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  std::size_t thread_of(std::uint64_t logged) {
+    auto const it = index_.find(logged);
+    if (it != index_.end()) return it->second;
+    std::size_t const which = threads_.size();
+    index_.emplace(logged, which);
+    threads_.emplace_back([this, which] { serve(which); });
+    return which;
+  }
+
+  void serve(std::size_t which) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      turn_.wait(lock, [&] { return stopping_ || (work_ != nullptr && runner_ == which); });
+      if (stopping_) return;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        (*work_)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = error;
+      work_ = nullptr;
+      turn_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable turn_;
+  std::function<void()> const* work_ = nullptr;  // under mutex_: the piece of work to run
+  std::size_t runner_ = 0;                       // under mutex_: the thread that runs it
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::unordered_map<std::uint64_t, std::size_t> index_;
+  std::vector<std::thread> threads_;
+};
+
+bool several_threads(std::vector<log_event> const& events) {
+  for (log_event const& e : events)
+    if (e.thread != events.front().thread) return true;
+  return false;
+}
+
 }  // namespace
 
 replay_result replay(std::vector<log_event> const& events, memory_resource& resource,
@@ -269,17 +348,17 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
       result.peak_held_bytes = std::max(result.peak_held_bytes, options.held_bytes());
   };
 
+  // One event; false once the replay must stop (an out-of-memory with stop_on_out_of_memory).
   std::exception_ptr stopped_by;
-  auto const start = std::chrono::steady_clock::now();
-  for (log_event const& e : events) {
+  auto const step = [&](log_event const& e) -> bool {
     ++result.events;
     if (e.action == log_action::allocate_failure) {
       ++result.logged_failures;
-      continue;
+      return true;
     }
     stream_handle const stream = streams.get(e.stream);
     if (e.action == log_action::allocate) {
-      if (e.pointer == 0 || e.size == 0) continue;  // a zero-byte request: nothing to replay
+      if (e.pointer == 0 || e.size == 0) return true;  // a zero-byte request: nothing to replay
       auto const old = live.find(e.pointer);
       if (old != live.end()) {
         // The log shows the pointer allocated twice without a free (a truncated or merged log):
@@ -294,11 +373,9 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
         p = resource.allocate(e.size, stream);
       } catch (out_of_memory const&) {
         ++result.out_of_memory;
-        if (options.stop_on_out_of_memory) {
-          stopped_by = std::current_exception();
-          break;
-        }
-        continue;
+        if (!options.stop_on_out_of_memory) return true;
+        stopped_by = std::current_exception();
+        return false;
       }
       ++result.allocations;
       live.emplace(e.pointer, live_block{p, e.size, stream});
@@ -306,11 +383,11 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
       result.peak_live_bytes = std::max(result.peak_live_bytes, live_bytes);
       sample_held();
     } else {
-      if (e.pointer == 0) continue;
+      if (e.pointer == 0) return true;
       auto const it = live.find(e.pointer);
       if (it == live.end()) {
         ++result.unmatched_frees;
-        continue;
+        return true;
       }
       // The size allocated, not the logged one: a resource must get back what it handed out.
       resource.deallocate(it->second.pointer, it->second.size, stream);
@@ -319,8 +396,33 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
       ++result.frees;
       sample_held();
     }
+    return true;
+  };
+
+  using clock = std::chrono::steady_clock;
+  if (options.honour_threads && !events.empty() && several_threads(events)) {
+    // Each run of consecutive events of one logged thread goes to that thread at once, and is
+    // timed there: the hand-overs between threads are not the resource's time.
+    replay_threads threads;
+    for (std::size_t at = 0; at < events.size() && !stopped_by;) {
+      std::size_t end = at + 1;
+      while (end < events.size() && events[end].thread == events[at].thread)
+        ++end;
+      std::function<void()> const run = [&, at, end] {
+        auto const start = clock::now();
+        for (std::size_t i = at; i < end && step(events[i]); ++i) {
+        }
+        result.seconds += std::chrono::duration<double>(clock::now() - start).count();
+      };
+      threads.run(events[at].thread, run);
+      at = end;
+    }
+  } else {
+    auto const start = clock::now();
+    for (log_event const& e : events)
+      if (!step(e)) break;
+    result.seconds = std::chrono::duration<double>(clock::now() - start).count();
   }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.leftover_allocations = live.size();
   if (options.free_leftovers) {
     for (auto const& entry : live)

@@ -218,6 +218,27 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
   remove_bytes(size);
 }
 
+void pool_extent_set::cut_out(map::iterator it, std::uintptr_t addr, std::size_t size) {
+  pool_extent const whole = it->second;
+  if (addr == whole.start) {
+    take(it, size);
+    return;
+  }
+  if (addr + size == whole.start + whole.size) {
+    cut_back(it, size);
+    return;
+  }
+  // The part before the range gets a node of its own (the only step that may fail); the extent's
+  // node keeps the part after it, and its key.
+  if (spare_.capacity() < spare_limit) spare_.reserve(spare_limit);
+  pool_extent head = whole;
+  head.size = addr - whole.start;
+  head.bin_prev = head.bin_next = nullptr;
+  link(*emplace(it, head));
+  add_bytes(head.size);
+  take(it, head.size + size);
+}
+
 pool_extent_set::map::iterator pool_extent_set::find_start(std::uintptr_t addr) noexcept {
   auto const it = by_end_.upper_bound(addr);
   return it != by_end_.end() && it->second.start == addr ? it : by_end_.end();

@@ -83,6 +83,10 @@ class pool_extent_set {
   std::uintptr_t take(map::iterator it, std::size_t size) noexcept;
   // Removes `size` bytes (at most the extent's) from the end of `it`. Never allocates.
   void cut_back(map::iterator it, std::size_t size) noexcept;
+  // Removes [addr, addr + size), which lies inside `it`, and keeps what is left on either side.
+  // Allocates a node only when both sides are left; may throw std::bad_alloc (then nothing
+  // changed).
+  void cut_out(map::iterator it, std::uintptr_t addr, std::size_t size);
   // The extent starting at / ending at an address (end() if none).
   map::iterator find_start(std::uintptr_t addr) noexcept;
   map::iterator find_end(std::uintptr_t end) noexcept { return by_end_.find(end); }

@@ -13,7 +13,7 @@ namespace gpumem::detail {
 
 namespace {
 
-enum class range_kind { free, owned, listed, cached, live };
+enum class range_kind { free, owned, listed, cached, live, hole };
 
 char const* to_text(range_kind k) {
   switch (k) {
@@ -27,6 +27,8 @@ char const* to_text(range_kind k) {
       return "in a thread cache";
     case range_kind::live:
       return "live";
+    case range_kind::hole:
+      return "unmapped";
   }
   return "?";
 }
@@ -141,6 +143,21 @@ void pool_state::check_invariants() const {
     live_tracked += block.size;
   }
 
+  // Holes: whole pages of the range, never its chunk's end; not counted as held.
+  std::string const holes_problem = holes_.validate_index();
+  if (!holes_problem.empty()) fail(me, "holes: " + holes_problem);
+  for (auto const& [end, e] : holes_.extents()) {
+    std::size_t const page = vrange_->page();
+    if (e.chunk != vrange_chunk_ || vrange_chunk_ == nullptr || e.start < vrange_chunk_->base ||
+        end >= vrange_chunk_->base + vrange_chunk_->size || (e.start - vrange_->base()) % page ||
+        e.size % page)
+      fail(me, "unmapped pages at " + at(e.start) + " are not whole pages inside the range");
+    for (std::uintptr_t p = e.start; p < end; p += page)
+      if (vrange_->is_mapped(p - vrange_->base()))
+        fail(me, "the page at " + at(p) + " is mapped but counted as unmapped");
+    ranges.push_back({e.start, e.size, range_kind::hole});
+  }
+
   // Every range inside one chunk, no two overlapping.
   std::sort(ranges.begin(), ranges.end(),
             [](range const& a, range const& b) { return a.addr < b.addr; });
@@ -160,6 +177,11 @@ void pool_state::check_invariants() const {
     if (chunk.base != base) fail(me, "chunk key mismatch at " + at(base));
     held += chunk.size;
   }
+  held -= holes_.bytes();
+  if (vrange_ != nullptr &&
+      vrange_->mapped() != (vrange_chunk_ ? vrange_chunk_->size : 0) - holes_.bytes())
+    fail(me, "the range maps " + std::to_string(vrange_->mapped()) +
+                 " bytes, not its chunk less its unmapped pages");
   if (held != held_)
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
 

@@ -46,6 +46,12 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
   GPUMEM_EXPECTS(options.chunk_size > 0 && options.chunk_size <= max_allocation_bytes,
                  "pool_options::chunk_size " + std::to_string(options.chunk_size) +
                      " is not between 1 byte and " + format_bytes(max_allocation_bytes));
+  GPUMEM_EXPECTS(options.held_target >= 1.0,  // NaN too
+                 "pool_options::held_target " + std::to_string(options.held_target) +
+                     " is below 1 (the pool holds at least what is live)");
+  GPUMEM_EXPECTS(options.page_size > 0 && options.page_size <= 1 * GiB,
+                 "pool_options::page_size " + std::to_string(options.page_size) +
+                     " is not between 1 byte and 1 GiB");
   GPUMEM_EXPECTS(options.initial_size <= options.maximum_size,
                  "pool_options::initial_size " + format_bytes(options.initial_size) +
                      " exceeds maximum_size " + format_bytes(options.maximum_size));
@@ -62,11 +68,16 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
       device = backend_.get_memory_info().total;
     } catch (std::exception const&) {
     }
-    vrange_ = std::make_unique<pool_vrange>(backend_, std::min(device, options.maximum_size));
+    // Twice the memory the pool may hold: holes (pages given back in the middle of the range)
+    // cost address space.
+    std::size_t const most = std::min(device, options.maximum_size);
+    vrange_ = std::make_unique<pool_vrange>(
+        backend_, most > std::numeric_limits<std::size_t>::max() / 2 ? most : 2 * most,
+        options.page_size);
   }
   if (options.initial_size > 0) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!grow(lock, options.initial_size))
+    if (!grow(lock, options.initial_size, nullptr))
       throw out_of_memory(options.initial_size, name(), 0, 0,
                           "the upstream could not provide the initial pool size");
   }
@@ -251,8 +262,8 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // A pool that keeps missing here is too tight for the workload: merging everything back and
   // carving it up again on every miss costs far more than one more chunk.
   if (misses_since_growth_ >= pool_thrash_misses) {
-    if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
-    if (grow(lock, size)) {
+    if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr, size);
+    if (grow(lock, size, &s)) {
       reset_full_drains(s);
       if (void* p = fit_locked(size, s)) return p;
     }
@@ -269,8 +280,8 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
-  if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
-  if (grow(lock, size)) {
+  if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr, size);
+  if (grow(lock, size, &s)) {
     reset_full_drains(s);
     if (void* p = fit_locked(size, s)) return p;
   }
@@ -288,7 +299,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   for (auto const& [stream, upto] : cuts)
     complete_all_fences_locked(*stream, upto);
   if (void* p = fit_locked(size, s)) return p;
-  if (trim_locked() > 0 && grow(lock, size))
+  if (trim_locked() > 0 && grow(lock, size, &s))
     if (void* p = fit_locked(size, s)) return p;
   throw_out_of_memory_locked(size);
 }

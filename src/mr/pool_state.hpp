@@ -2,7 +2,8 @@
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
 // end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
-// pool_batches.cpp, pool_growth.cpp, pool_vrange.cpp). Locks:
+// pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp, pool_growth.cpp, pool_range.cpp,
+// pool_invariants.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex guards that stream's arena: its class lists and its extents. A
 //     thread cache refills from and overflows to its stream's lists, and carves new blocks from
@@ -13,12 +14,14 @@
 //     exclusively, with mutex_ held, to change the chunk table;
 //   * order: mutex_, then a stream's lock (several only with mutex_ held), then chunks_mutex_. A
 //     stream's lock is never held while taking mutex_.
-// A pool_thread_cache is touched only by its thread, except by the pool's destructor and by thread
-// exit (both under the registry mutex).
+// The per-stream state is in pool_stream.hpp, the thread caches in pool_thread_cache.hpp.
 #pragma once
 
 #include "pool_extents.hpp"
 #include "pool_large_blocks.hpp"
+#include "pool_stream.hpp"
+#include "pool_thread_cache.hpp"
+#include "pool_vrange.hpp"
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/detail/pool_size_classes.hpp>
@@ -43,156 +46,7 @@
 namespace gpumem::detail {
 
 class pool_state;
-
-// The virtual address range of an expandable pool (pool_options::expandable): reserved once,
-// backed from its start by physical pieces mapped one after another, so the mapped part is always
-// one contiguous chunk. Not thread safe: pool_state guards it with vrange_mutex_.
-class pool_vrange {
- public:
-  // Reserves `capacity` bytes (rounded up to the backend's granularity).
-  pool_vrange(device_backend& backend, std::size_t capacity);
-  ~pool_vrange();  // unmaps and releases every piece, then the range
-  pool_vrange(pool_vrange const&) = delete;
-  pool_vrange& operator=(pool_vrange const&) = delete;
-
-  std::uintptr_t base() const noexcept { return reinterpret_cast<std::uintptr_t>(base_); }
-  // mapped() and room() may be read as hints without the range's lock (a growth computing its
-  // step under the pool's mutex while another maps); extend and shrink change them under it.
-  std::size_t mapped() const noexcept { return mapped_.load(std::memory_order_relaxed); }
-  std::size_t room() const noexcept { return capacity_ - mapped(); }
-  std::size_t granularity() const noexcept { return granularity_; }
-  std::size_t pieces() const noexcept { return pieces_.size(); }
-  // Maps `bytes` (a multiple of the granularity, at most room()) more at the end, as one piece.
-  // Throws out_of_memory when the device has no physical memory for it.
-  void extend(std::size_t bytes);
-  // Unmaps and releases whole pieces from the end while what stays mapped is at least `keep`
-  // bytes; returns the bytes released.
-  std::size_t shrink(std::size_t keep) noexcept;
-
- private:
-  struct piece {
-    std::size_t offset;
-    std::size_t size;
-    physical_handle handle;
-  };
-  device_backend& backend_;
-  std::size_t granularity_;
-  std::size_t capacity_;
-  void* base_;
-  std::atomic<std::size_t> mapped_{0};
-  std::vector<piece> pieces_;
-};
-
-struct pool_fence {
-  event_handle event = nullptr;
-  std::uint64_t epoch = 0;  // extents with this epoch or lower are covered
-};
-
-// Adds to a counter that only one thread writes at a time (its owner, or the holder of the lock
-// that guards it): a relaxed load and store, no read-modify-write.
-template <class T, class D>
-inline void pool_bump(std::atomic<T>& counter, D delta) noexcept {
-  counter.store(counter.load(std::memory_order_relaxed) + static_cast<T>(delta),
-                std::memory_order_relaxed);
-}
-
-// "0x7f..." for messages about an address.
-inline std::string pool_hex(std::uintptr_t value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcept {
-  return (value + step - 1) / step * step;
-}
-
-// What names a stream in the pool's table and in the thread caches: never reused, unlike a
-// handle. A handle is an address, and a stream created after another was destroyed may get the
-// same one (rmm#649); keyed by handle, the new stream would inherit the old one's arena, fences and
-// every thread's cached blocks, and reuse at once blocks that the old stream's work may still use.
-//   * the null stream: {null_stream, 0};
-//   * the per-thread default stream (one handle naming each thread's own stream): {per_thread,
-//     the calling thread's serial} (serials are never reused, unlike thread ids);
-//   * any other stream: {created, device_backend::stream_id} (cudaStreamGetId on the cuda backend).
-struct pool_stream_key {
-  enum class kind : std::uint8_t { null_stream, per_thread, created };
-  kind which = kind::null_stream;
-  std::uint64_t id = 0;
-
-  friend bool operator==(pool_stream_key a, pool_stream_key b) noexcept {
-    return a.which == b.which && a.id == b.id;
-  }
-  friend bool operator<(pool_stream_key a, pool_stream_key b) noexcept {
-    return a.which != b.which ? a.which < b.which : a.id < b.id;
-  }
-};
-
-// A stream's share of the pool (its arena): blocks freed on it, reusable at once by it and by
-// others only after a fence (one event) recorded after their free has completed. Aligned so that
-// its lock, taken by the stream's threads without the pool's mutex, shares no cache line with
-// another stream's.
-struct alignas(64) pool_stream {
-  stream_handle handle = nullptr;
-  pool_stream_key key;
-  // A per-thread default stream (one handle naming each thread's own stream) is owned by one
-  // thread, known by its serial (never reused, unlike a thread id); 0 for other streams. Only the
-  // owner may record on it or query it. `retired`, under the pool's mutex: the owner has exited
-  // (what it freed was fenced then); the entry goes once everything it owned is free.
-  std::uint64_t owner_thread = 0;
-  bool per_thread = false;
-  bool retired = false;
-  // release_stream() ran (set under the pool's mutex; read by the caches' threads without it):
-  // the stream is about to be destroyed. Threads drop their caches for it at their next miss, and
-  // the entry goes once no cache refers to it and it owns nothing. Using the stream again clears
-  // it.
-  std::atomic<bool> released{false};
-  // Under the pool's mutex: thread caches whose `stream` is this entry.
-  std::size_t caches = 0;
-  // Under the pool's mutex: threads inside obtain() for this stream (which may release the mutex);
-  // a retired entry is not reaped while pinned.
-  std::uint32_t pins = 0;
-  // Under the pool's mutex: fences recorded and not yet seen complete, oldest first, and the
-  // epoch up to which every extent is safe for all streams.
-  std::deque<pool_fence> fences;
-  std::uint64_t completed = 0;
-
-  // The arena, under `mutex` (epoch is written with the pool's mutex held as well).
-  alignas(64) mutable std::mutex mutex;
-  std::uint64_t epoch = 1;         // given to extents handed back now
-  pool_extent_set extents;         // owned by this stream: reusable by it at once
-  std::size_t unfenced_bytes = 0;  // extents handed back since the last fence
-  // Large blocks handed back less those taken, under `mutex`, since the last fence.
-  std::int64_t net_returned = 0;
-  // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no
-  // fence covers them: they join the extents, at the then-current epoch, when the stream runs
-  // short). class_list_bytes is also read without the lock, as a hint.
-  std::vector<std::vector<void*>> class_lists;
-  // Cold lists: `misses` counts the stream's misses, and class_used[c] is its value when list c
-  // was last refilled from or overflowed to. A list unused since the previous miss is cold: a miss
-  // merges cold lists back into extents and leaves the lists in use alone (merging those only
-  // makes the stream carve them again at once).
-  std::uint64_t misses = 0;
-  std::vector<std::uint64_t> class_used;
-  std::atomic<std::size_t> class_list_bytes{0};
-  // Allocation activity: refills of its threads' caches and large allocations (relaxed
-  // increments); a stream whose count has not moved since the pool last grew is quiet.
-  std::atomic<std::uint64_t> refills{0};
-  std::uint64_t refills_seen = 0;  // under the pool's mutex: refills when the pool last grew
-  // Under the pool's mutex: the pool's growth count when this stream last ran short (on the slow
-  // path, neither its own extents nor the free ones held the block; what follows may still serve
-  // it without growth); the growth step counts the streams short since the last growth. Max: never.
-  std::uint64_t short_at_growth = std::numeric_limits<std::uint64_t>::max();
-  // Misses that merged all of its lists back under its lock alone since it last grew the pool
-  // (under `mutex`).
-  std::uint64_t full_drains = 0;
-
-  void add_listed(std::size_t delta) noexcept { pool_bump(class_list_bytes, delta); }
-  void remove_listed(std::size_t delta) noexcept {
-    class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
-                           std::memory_order_relaxed);
-  }
-};
+struct pool_range_plan;
 
 // A chunk taken out of the pool, to be given back to the upstream in `order`'s stream order.
 struct pool_retired_chunk {
@@ -201,48 +55,8 @@ struct pool_retired_chunk {
   stream_handle order;
 };
 
-inline constexpr std::uint32_t pool_bin_slots = 32;
 // How many reaped released streams a pool remembers (pool_state::released_keys_).
 inline constexpr std::size_t pool_released_memory = 4096;
-
-struct pool_bin {
-  std::uint32_t count = 0;
-  std::uint32_t cap = 0;
-  void* slots[pool_bin_slots];
-
-  // Pushes the `n` consecutive blocks of `size` bytes starting at `base`, lowest address last
-  // (so the next pop hands out the lowest).
-  void push_run(std::uintptr_t base, std::uint32_t n, std::size_t size) noexcept {
-    for (std::uint32_t i = 0; i < n; ++i)
-      slots[count++] = reinterpret_cast<void*>(base + (n - 1 - i) * size);
-  }
-};
-
-// Counters written only by the owning thread (relaxed load + store, no read-modify-write) and
-// read by statistics() from any thread.
-struct pool_cache_counters {
-  std::atomic<std::int64_t> live_bytes{0};
-  std::atomic<std::int64_t> requested_bytes{0};
-  std::atomic<std::int64_t> cached_bytes{0};
-  std::atomic<std::uint64_t> allocations{0};
-  std::atomic<std::uint64_t> deallocations{0};
-};
-
-// One thread's free blocks of one pool for one stream. Aligned to a cache line, with the counters
-// (written on every call) on a line of their own: caches of different threads are allocated next
-// to each other, and sharing a line would make every call of one thread miss in the other's cache.
-struct alignas(64) pool_thread_cache {
-  std::atomic<pool_state*> pool{nullptr};  // null once the pool is destroyed
-  pool_stream* stream = nullptr;
-  std::uint64_t seen_flush = 0;
-  std::unique_ptr<pool_bin[]> bins;
-  unsigned num_classes = 0;
-  alignas(64) pool_cache_counters counters;
-};
-
-std::mutex& pool_registry_mutex() noexcept;
-// True once the calling thread's table of thread caches has been destroyed (it is exiting).
-bool pool_thread_exiting() noexcept;
 
 class pool_state {
  public:
@@ -427,33 +241,57 @@ class pool_state {
   // Takes a chunk for `size` bytes from the upstream, with `lock` (on mutex_) released during the
   // upstream's call: other threads go on carving meanwhile. False if the upstream (or the
   // maximum size) refuses; the pool's state may have changed either way.
-  bool grow(std::unique_lock<std::mutex>& lock, std::size_t size);
+  bool grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
   // The preferred growth: chunk_size for each stream short since the last growth, held to
   // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
   // Counts `bytes` just added to the pool by a growth.
   void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
-  // `shrink_range`, the free end of an expandable pool's range (whole pieces).
+  // `shrink_range`, the memory under every whole page of the free extents of an expandable pool's
+  // range.
   // (With `later`, the chunks are listed there instead of given back: the caller gives them back
   // without the mutex, as trim_unlocked does.)
+  // `growth`: the bytes of the growth that follows (chunks found unused once go back while
+  // keeping them would take the pool past its peak).
   std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true,
-                          std::vector<pool_retired_chunk>* later = nullptr);
+                          std::vector<pool_retired_chunk>* later = nullptr, std::size_t growth = 0);
   // trim_locked(stream, false) before a growth, with `lock` released while the upstream takes the
   // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
   // meanwhile). The pool's state may have changed when it returns.
-  void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream);
+  void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream, std::size_t size);
+  // What a growth for `need` bytes takes from the upstream when it can (before the maximum).
+  std::size_t preferred_growth_locked(std::size_t need) const noexcept;
   // True if `chunk` is covered by free extents and (when given) extents of `stream`, whose lock
   // the caller holds. erase_cover_locked removes that cover; true if part of it was `stream`'s.
   bool wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
   bool erase_cover_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;
+  // --- expandable pools (pool_range.cpp) ---
+  // Unmaps every whole page of the range's free extents (trim); returns the bytes given back.
   std::size_t shrink_range_locked() noexcept;
-  // grow()'s expandable half: maps more of the range (mutex_ released while mapping). False when
-  // the range has no room for `size` or the device no memory.
-  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size);
-  bool grow_range_once(std::unique_lock<std::mutex>& lock, std::size_t size);
-  // The free extent at the end of the range (free_.extents().end() if the end is in use).
-  extent_map::iterator range_tail_locked() noexcept;
+  // grow()'s expandable half: maps pages where `size` bytes then fit for `s` (null: for every
+  // stream), with mutex_ released while mapping, and moves the memory under whole pages of free
+  // extents elsewhere in the range there first (pool_range.cpp). False when the range has no
+  // room for `size` or the device no memory.
+  bool grow_range(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
+  // grow_range's steps (pool_range_plan is private to pool_range.cpp).
+  // own_upto: `s`'s extents up to this epoch may give their pages (0: none); fresh: the new
+  // memory the growth may take before it moves any (fresh_allowance_locked).
+  bool plan_range_locked(pool_range_plan& plan, std::size_t size, pool_stream* s,
+                         std::uint64_t own_upto, std::size_t fresh);
+  void choose_sources_locked(pool_range_plan& plan, pool_stream* s, std::uint64_t own_upto,
+                             std::size_t fresh);
+  // The bytes live now as far as the pool's counts tell: held, less what is free, owned by a
+  // stream, listed or cached (the caches' counts may lag by the calls in flight).
+  std::size_t live_estimate_locked() const noexcept;
+  // The new memory a growth for `need` bytes may take while the pool then holds at most
+  // pool_options::held_target times the most it has had live at a growth (with the request).
+  std::size_t fresh_allowance_locked(std::size_t need) noexcept;
+  void finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept;
+  // Unmapped pages of the range: into holes_, or off the end of its chunk.
+  void add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept;
+  // Puts free memory of the range back: into `s`'s extents (null: the free ones).
+  void put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
 
@@ -499,14 +337,19 @@ class pool_state {
   std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
   pool_large_blocks large_blocks_;
   std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
-  // Expandable pools: the range, and its chunk in chunks_ (null while nothing is mapped). Growth
-  // takes vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the
-  // range while a growth is mapping), so the two never wait for each other in opposite orders.
-  // Both are held to change the range's mapped size, so chunk size and mapping always agree.
+  // Expandable pools: the range, and its chunk in chunks_ (null while it is empty): the part of
+  // the range in use, from its base, in which the pages of holes_ are not mapped. Growth takes
+  // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range
+  // while a growth is mapping), so the two never wait for each other in opposite orders.
   std::unique_ptr<pool_vrange> vrange_;
   std::mutex vrange_mutex_;
   pool_chunk* vrange_chunk_ = nullptr;
-  std::size_t claimed_bytes_ = 0;  // the range's free end, held out of the extents by a growth
+  // Whole pages of the range's chunk with nothing mapped (never at its end: the chunk ends before).
+  pool_extent_set holes_;
+  std::size_t claimed_bytes_ = 0;   // free memory held out of the extents by a growth in flight
+  std::size_t live_at_growth_ = 0;  // the most bytes live at a growth, with its request
+  std::uint64_t pages_mapped_ = 0;
+  std::uint64_t pages_unmapped_ = 0;
   std::size_t peak_held_ = 0;
   std::size_t large_live_ = 0;
   std::size_t large_requested_ = 0;

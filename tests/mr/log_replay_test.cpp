@@ -7,8 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace gpumem {
 namespace {
@@ -28,9 +33,13 @@ constexpr char const* small_log =
     "140001,15:41:27.000800,free,0x7f0000000400,4096,0x55aa00,\n"
     "140002,15:41:27.000900,free,0x7f0000001400,2048,0x0,\n";
 
-TEST(log_replay, parses_a_hand_written_log) {
+std::vector<log_event> small_events() {
   std::istringstream in(small_log);
-  auto const events = parse_log(in);
+  return parse_log(in);
+}
+
+TEST(log_replay, parses_a_hand_written_log) {
+  auto const events = small_events();
   ASSERT_EQ(events.size(), 9u);
   EXPECT_EQ(events[0].thread, 140001u);
   EXPECT_DOUBLE_EQ(events[0].time_seconds, 15 * 3600 + 41 * 60 + 27.0001);
@@ -47,8 +56,7 @@ TEST(log_replay, parses_a_hand_written_log) {
 }
 
 TEST(log_replay, replays_with_peak_live_and_held_bytes) {
-  std::istringstream in(small_log);
-  auto const events = parse_log(in);
+  auto const events = small_events();
   cuda_resource device;
   statistics_adaptor stats(device);
   replay_options options;
@@ -68,8 +76,7 @@ TEST(log_replay, replays_with_peak_live_and_held_bytes) {
 }
 
 TEST(log_replay, out_of_memory_is_counted_or_stops_the_replay) {
-  std::istringstream in(small_log);
-  auto const events = parse_log(in);
+  auto const events = small_events();
   cuda_resource device;
   limit_adaptor limited(device, 6 * KiB);  // the 2048-byte allocation does not fit
   replay_result const r = replay(events, limited);
@@ -80,6 +87,80 @@ TEST(log_replay, out_of_memory_is_counted_or_stops_the_replay) {
   replay_options stop;
   stop.stop_on_out_of_memory = true;
   EXPECT_THROW(replay(events, limited, stop), out_of_memory);
+}
+
+// Records the thread of every call, in order, and passes the calls on.
+class thread_recorder final : public memory_resource {
+ public:
+  explicit thread_recorder(memory_resource& upstream) : upstream_(upstream) {}
+  std::string name() const override { return "thread_recorder"; }
+  std::vector<std::pair<std::size_t, std::thread::id>> calls;  // (bytes, thread)
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override {
+    record(bytes);
+    return upstream_.allocate(bytes, stream);
+  }
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override {
+    record(bytes);
+    upstream_.deallocate(ptr, bytes, stream);
+  }
+  void record(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls.emplace_back(bytes, std::this_thread::get_id());
+  }
+  memory_resource& upstream_;
+  std::mutex mutex_;
+};
+
+TEST(log_replay, honour_threads_runs_each_logged_thread_on_its_own_thread_in_log_order) {
+  auto const events = small_events();
+  cuda_resource device;
+  thread_recorder recorder(device);
+  replay_options options;
+  options.honour_threads = true;
+  options.free_leftovers = false;
+  replay_result const r = replay(events, recorder, options);
+  // The same replay as on one thread.
+  EXPECT_EQ(r.allocations, 4u);
+  EXPECT_EQ(r.frees, 3u);
+  EXPECT_EQ(r.unmatched_frees, 1u);
+  EXPECT_EQ(r.peak_live_bytes, 1024u + 4096u + 2048u);
+  // In log order: 1024, 4096 and the free of 1024 and the 512 from thread 140001; 2048 allocated
+  // and freed by thread 140002; the free of 4096 by 140001.
+  std::vector<std::size_t> const order{1024, 4096, 2048, 1024, 512, 4096, 2048};
+  ASSERT_EQ(recorder.calls.size(), order.size());
+  std::map<std::size_t, std::set<std::thread::id>> by_bytes;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(recorder.calls[i].first, order[i]) << i;
+    by_bytes[recorder.calls[i].first].insert(recorder.calls[i].second);
+  }
+  std::thread::id const first = recorder.calls[0].second;
+  std::thread::id const second = recorder.calls[2].second;
+  EXPECT_NE(first, second);
+  EXPECT_NE(first, std::this_thread::get_id());
+  EXPECT_NE(second, std::this_thread::get_id());
+  for (std::size_t bytes : {1024u, 4096u, 512u})
+    EXPECT_EQ(by_bytes[bytes], std::set<std::thread::id>{first}) << bytes;
+  EXPECT_EQ(by_bytes[2048], std::set<std::thread::id>{second});
+  // Without the option, everything runs on the calling thread.
+  thread_recorder inline_recorder(device);
+  options.honour_threads = false;
+  options.free_leftovers = true;
+  replay(events, inline_recorder, options);
+  for (auto const& call : inline_recorder.calls)
+    EXPECT_EQ(call.second, std::this_thread::get_id());
+}
+
+TEST(log_replay, honour_threads_stops_at_out_of_memory_on_the_replay_thread) {
+  auto const events = small_events();
+  cuda_resource device;
+  limit_adaptor limited(device, 6 * KiB);  // thread 140002's 2048-byte allocation does not fit
+  replay_options options;
+  options.honour_threads = true;
+  options.stop_on_out_of_memory = true;
+  EXPECT_THROW(replay(events, limited, options), out_of_memory);
+  EXPECT_EQ(limited.used_bytes(), 0u);  // what was live was freed
 }
 
 TEST(log_replay, malformed_line_names_its_number) {

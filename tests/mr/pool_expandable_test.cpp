@@ -1,6 +1,7 @@
-// pool_resource with pool_options::expandable: growth maps physical memory at the end of one
-// reserved range, so the pool stays one chunk, a large block needs only what the free end lacks,
-// and trim() unmaps whole pieces from the free end. Runs on both backends (the host backend
+// pool_resource with pool_options::expandable: growth maps pages of one reserved range, so the pool
+// stays one chunk and a large block needs only what the free memory around it lacks; the memory
+// under whole pages of free extents moves to where a growth maps (holes in the middle of the range
+// cost no memory), and trim() unmaps every whole free page. Runs on both backends (the host backend
 // simulates the virtual-memory calls over its arena).
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -11,11 +12,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 namespace gpumem {
 namespace {
 
+using test::closed_gate;
 using test::pool_test;
 
 pool_options exact_blocks(bool expandable) {
@@ -23,10 +28,12 @@ pool_options exact_blocks(bool expandable) {
   o.expandable = expandable;
   o.chunk_size = 2 * MiB;
   o.max_cached_size = 0;  // every block through the coalescing best fit: the layout is exact
+  o.page_size = 2 * MiB;  // the granularity of both backends: pages of 2 MiB
+  o.held_target = 1.0;    // every growth moves what free pages allow
   return o;
 }
 
-TEST_F(pool_test, an_expandable_pool_grows_one_range_and_a_large_block_spans_its_pieces) {
+TEST_F(pool_test, an_expandable_pool_grows_one_range_and_a_large_block_spans_its_pages) {
   pool_resource pool(upstream, exact_blocks(true));
   void* small = pool.allocate(1 * MiB, a);  // maps 2 MiB
   // 1 MiB is free at the end: only 4 MiB more are mapped, right after it.
@@ -38,15 +45,15 @@ TEST_F(pool_test, an_expandable_pool_grows_one_range_and_a_large_block_spans_its
   EXPECT_EQ(static_cast<char*>(large), static_cast<char*>(small) + 1 * MiB);
   pool.check_invariants();
 
-  // The block is real memory across the boundary of the two pieces.
+  // The block is real memory across the boundary of the two growths.
   std::vector<std::uint8_t> out(5 * MiB);
   backend().fill(large, 0x5a, 5 * MiB);
   backend().copy(out.data(), large, out.size());
   EXPECT_EQ(out.front(), 0x5a);
-  EXPECT_EQ(out[1 * MiB], 0x5a);  // the first byte of the second piece
+  EXPECT_EQ(out[1 * MiB], 0x5a);  // the first byte of the second growth
   EXPECT_EQ(out.back(), 0x5a);
 
-  // trim() unmaps the whole pieces at the free end; the first piece holds a live block.
+  // trim() unmaps the whole pages at the free end; the first page holds a live block.
   pool.deallocate(large, 5 * MiB, a);
   EXPECT_EQ(pool.trim(), 4 * MiB);
   st = pool.statistics();
@@ -64,6 +71,191 @@ TEST_F(pool_test, an_expandable_pool_grows_one_range_and_a_large_block_spans_its
   EXPECT_EQ(again, small);
   pool.deallocate(again, 3 * MiB, a);
   pool.check_invariants();
+}
+
+// Fills `bytes` at `p` with a pattern through the backend and reads it back.
+void expect_usable(void* p, std::size_t bytes, std::uint8_t value) {
+  std::vector<std::uint8_t> out(bytes);
+  backend().fill(p, value, bytes);
+  backend().copy(out.data(), p, bytes);
+  std::vector<std::uint8_t> const expected(bytes, value);
+  EXPECT_EQ(std::memcmp(out.data(), expected.data(), bytes), 0);
+}
+
+std::size_t mapped_bytes(pool_statistics const& st) {
+  return static_cast<std::size_t>(st.pages_mapped - st.pages_unmapped) * 2 * MiB;
+}
+
+TEST_F(pool_test, an_expandable_pool_maps_the_memory_of_free_pages_where_it_grows) {
+  pool_resource pool(upstream, exact_blocks(true));
+  void* first = pool.allocate(8 * MiB, a);  // 4 pages
+  void* pin = pool.allocate(256 * KiB, a);  // 1 page more, right after it
+  ASSERT_EQ(pin, static_cast<char*>(first) + 8 * MiB);
+  EXPECT_EQ(pool.statistics().held_bytes, 10 * MiB);
+  pool.deallocate(first, 8 * MiB, a);  // 4 whole pages free before the pin, the stream idle
+  // 12 MiB fit nowhere: after the pin's 1.75 MiB free, 6 pages are mapped; 4 of them take the
+  // memory of the pages before the pin, which are unmapped (a hole: no memory, only addresses).
+  void* big = pool.allocate(12 * MiB, a);
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(big, static_cast<char*>(pin) + 256 * KiB);
+  EXPECT_EQ(st.held_bytes, 14 * MiB);  // 10 - 8 + 12
+  EXPECT_EQ(st.pages_unmapped, 4u);
+  EXPECT_EQ(st.pages_mapped, 4u + 1u + 6u);
+  EXPECT_EQ(st.held_bytes, mapped_bytes(st));  // held: the bytes mapped
+  EXPECT_EQ(st.peak_held_bytes, 14 * MiB);
+  EXPECT_EQ(st.chunks, 1u);
+  pool.check_invariants();
+  expect_usable(big, 12 * MiB, 0x3c);
+
+  // The hole and the 256 KiB freed after it hold 8.25 MiB: its pages are mapped again, as many as
+  // at the free end would be (the hole wins: the range stays compact), and the block is real
+  // memory across the hole's end.
+  pool.deallocate(pin, 256 * KiB, a);
+  void* again = pool.allocate(8 * MiB + 256 * KiB, a);
+  EXPECT_EQ(again, first);
+  st = pool.statistics();
+  EXPECT_EQ(st.held_bytes, 22 * MiB);
+  EXPECT_EQ(st.held_bytes, mapped_bytes(st));
+  pool.check_invariants();
+  expect_usable(again, 8 * MiB + 256 * KiB, 0xa5);
+  expect_usable(big, 12 * MiB, 0x5a);  // untouched by the remapping next to it
+
+  pool.deallocate(again, 8 * MiB + 256 * KiB, a);
+  pool.deallocate(big, 12 * MiB, a);
+  EXPECT_EQ(pool.trim(), 22 * MiB);
+  st = pool.statistics();
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_EQ(st.chunks, 0u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, held_target_is_how_much_more_than_the_live_peak_a_growth_may_take_new) {
+  // The scenario above: at the 12 MiB growth 12.25 MiB are live (with the request), 10 MiB held,
+  // and 8 MiB of whole pages free before the pin. The target bounds the new memory; the rest of
+  // the 12 MiB mapped is moved.
+  struct expected {
+    double target;
+    std::size_t held;
+    std::uint64_t unmapped;
+  };
+  for (expected const e : {expected{1.0, 14 * MiB, 4}, expected{1.5, 18 * MiB, 2},
+                           expected{std::numeric_limits<double>::infinity(), 22 * MiB, 0}}) {
+    pool_options o = exact_blocks(true);
+    o.held_target = e.target;
+    pool_resource pool(upstream, o);
+    void* first = pool.allocate(8 * MiB, a);
+    void* pin = pool.allocate(256 * KiB, a);
+    pool.deallocate(first, 8 * MiB, a);
+    void* big = pool.allocate(12 * MiB, a);
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.held_bytes, e.held) << e.target;
+    EXPECT_EQ(st.pages_unmapped, e.unmapped) << e.target;
+    pool.check_invariants();
+    pool.deallocate(big, 12 * MiB, a);
+    pool.deallocate(pin, 256 * KiB, a);
+  }
+  for (double bad : {0.5, 0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    pool_options o = exact_blocks(true);
+    o.held_target = bad;
+    EXPECT_THROW(pool_resource(upstream, o), logic_error) << bad;
+  }
+}
+
+TEST_F(pool_test, an_expandable_pool_never_unmaps_what_a_stream_with_pending_work_freed) {
+  pool_options o = exact_blocks(true);
+  o.trim_before_growth = false;  // a growth never waits for the stream
+  pool_resource pool(upstream, o);
+  void* first = pool.allocate(8 * MiB, a);
+  void* pin = pool.allocate(256 * KiB, a);
+  {
+    closed_gate gate(a);  // work queued on a before the free stays pending
+    pool.deallocate(first, 8 * MiB, a);
+    void* big = pool.allocate(12 * MiB, a);  // new memory: the freed pages may still be in use
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.pages_unmapped, 0u);
+    EXPECT_EQ(st.held_bytes, 22 * MiB);
+    pool.check_invariants();
+    gate.open();
+    backend().synchronize_stream(a);
+    pool.deallocate(big, 12 * MiB, a);
+  }
+  // Idle now: a growth moves the memory of the 4 pages before the pin (24 MiB need 12 MiB of pages
+  // after the 13.75 MiB free behind it).
+  void* huge = pool.allocate(24 * MiB, a);
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.pages_unmapped, 4u);
+  EXPECT_EQ(st.held_bytes, 26 * MiB);  // 22 - 8 + 12
+  EXPECT_EQ(st.held_bytes, mapped_bytes(st));
+  pool.check_invariants();
+  pool.deallocate(huge, 24 * MiB, a);
+  pool.deallocate(pin, 256 * KiB, a);
+}
+
+TEST_F(pool_test, an_expandable_pool_holds_about_what_is_live_while_its_shapes_grow) {
+  // Each round a larger block, then a small block after it that stays: the larger block's pages
+  // end up between small ones. A chunked pool (or a range that only maps at its end) would hold
+  // every size of the series at once; the expandable pool holds the largest, and the pages under
+  // the small blocks.
+  pool_resource pool(upstream, exact_blocks(true));
+  std::vector<void*> pins;
+  std::size_t peak_live = 0;
+  for (std::size_t mib = 4; mib <= 24; mib += 2) {
+    void* block = pool.allocate(mib * MiB, a);
+    pins.push_back(pool.allocate(256 * KiB, a));
+    peak_live = std::max(peak_live, mib * MiB + pins.size() * 256 * KiB);
+    pool.deallocate(block, mib * MiB, a);
+    pool.check_invariants();
+  }
+  pool_statistics st = pool.statistics();
+  EXPECT_LE(st.peak_held_bytes, peak_live + pins.size() * 2 * MiB + 2 * MiB);
+  EXPECT_EQ(st.held_bytes, mapped_bytes(st));
+  for (void* p : pins)
+    pool.deallocate(p, 256 * KiB, a);
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, trim_unmaps_every_whole_free_page_of_an_expandable_pool) {
+  pool_resource pool(upstream, exact_blocks(true));
+  void* first = pool.allocate(8 * MiB, a);
+  void* pin = pool.allocate(256 * KiB, a);
+  void* last = pool.allocate(8 * MiB, a);
+  pool.deallocate(first, 8 * MiB, a);
+  pool.deallocate(last, 8 * MiB, a);
+  // Only the page under the pin stays: the pages before it become a hole, those after it the
+  // end of the range.
+  pool.trim();
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(st.held_bytes, 2 * MiB);
+  EXPECT_EQ(st.held_bytes, mapped_bytes(st));
+  EXPECT_EQ(st.chunks, 1u);
+  pool.check_invariants();
+  expect_usable(pin, 256 * KiB, 0x11);
+  pool.deallocate(pin, 256 * KiB, a);
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  EXPECT_EQ(pool.statistics().chunks, 0u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, an_expandable_pool_rounds_its_page_to_the_granularity_and_refuses_bad_ones) {
+  pool_options o = exact_blocks(true);
+  o.page_size = 3 * MiB;  // rounded up to 4 MiB: two granules
+  pool_resource pool(upstream, o);
+  void* p = pool.allocate(1 * MiB, a);
+  EXPECT_EQ(pool.statistics().held_bytes, 4 * MiB);
+  EXPECT_EQ(pool.statistics().pages_mapped, 1u);
+  pool.deallocate(p, 1 * MiB, a);
+  for (std::size_t page : {std::size_t{0}, 1 * GiB + 1, ~std::size_t{0}}) {
+    o.page_size = page;
+    try {
+      pool_resource bad(upstream, o);
+      ADD_FAILURE() << "page_size " << page << " accepted";
+    } catch (logic_error const& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(page)), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(pool_test, a_chunked_pool_needs_a_second_chunk_for_the_same_requests) {

@@ -112,6 +112,39 @@ TEST(pool_extent_set, finds_extents_by_start_and_end_and_sees_overlaps) {
   expect_sound(set);
 }
 
+TEST(pool_extent_set, cut_out_keeps_what_is_left_on_either_side) {
+  pool_chunk c{0x300000, 64 * unit};
+  pool_extent_set set;
+  ASSERT_EQ(set.insert(c.base + 8 * unit, 32 * unit, 3, &c),
+            pool_extent_set::insert_result::inserted);
+  auto const none = set.extents().end();
+  // From the middle: two extents with the epoch and chunk of the one cut.
+  set.cut_out(set.find_start(c.base + 8 * unit), c.base + 12 * unit, 8 * unit);
+  ASSERT_EQ(set.count(), 2u);
+  EXPECT_TRUE(set.find_end(c.base + 12 * unit) != none);
+  auto const after = set.find_start(c.base + 20 * unit);
+  ASSERT_TRUE(after != none);
+  EXPECT_EQ(after->first, c.base + 40 * unit);
+  EXPECT_EQ(after->second.epoch, 3u);
+  EXPECT_EQ(set.find_start(c.base + 8 * unit)->second.epoch, 3u);
+  EXPECT_EQ(set.find_start(c.base + 8 * unit)->second.chunk, &c);
+  EXPECT_EQ(set.bytes(), 24 * unit);
+  expect_sound(set);
+  // At either end: one extent left, no new node needed.
+  set.cut_out(after, c.base + 20 * unit, 4 * unit);
+  EXPECT_TRUE(set.find_start(c.base + 24 * unit) != none);
+  set.cut_out(set.find_start(c.base + 24 * unit), c.base + 36 * unit, 4 * unit);
+  EXPECT_TRUE(set.find_end(c.base + 36 * unit) != none);
+  EXPECT_EQ(set.bytes(), 16 * unit);
+  EXPECT_EQ(set.largest(), 12 * unit);
+  expect_sound(set);
+  // All of it.
+  set.cut_out(set.find_start(c.base + 24 * unit), c.base + 24 * unit, 12 * unit);
+  EXPECT_EQ(set.count(), 1u);
+  EXPECT_EQ(set.bytes(), 4 * unit);
+  expect_sound(set);
+}
+
 // The model: the smallest extent that fits, the lowest address among equals.
 std::uintptr_t model_fit(std::map<std::uintptr_t, std::size_t> const& model, std::size_t size) {
   std::uintptr_t best = 0;

@@ -49,6 +49,14 @@ struct replay_options {
   // on streams[n % size]. The caller owns them; use this when the resource keeps per-stream state
   // that must not outlive the replay's own streams (they are destroyed when replay returns).
   std::vector<stream_handle> streams;
+  // Replay each logged thread's events on a thread of its own (one per distinct Thread value,
+  // started for the replay and joined before it returns), still one event after another in log
+  // order: a resource with per-thread state (the pool's thread caches) then sees a program's
+  // threads as they were, such as PyTorch's autograd thread freeing in the backward pass what the
+  // main thread allocated. Each thread times its runs of events: the hand-overs between threads
+  // are not part of replay_result::seconds. A log of one thread runs on the calling thread either
+  // way.
+  bool honour_threads = false;
   // Called after every allocation and free: the bytes the resource holds from its upstream (e.g.
   // a statistics_adaptor under a pool: [&] { return stats.bytes().current; }). Gives
   // peak_held_bytes and fragmentation.
@@ -70,7 +78,7 @@ struct replay_result {
   std::size_t leftover_allocations = 0;  // live at the end of the log
   std::size_t peak_live_bytes = 0;       // highest sum of live requested sizes
   std::size_t peak_held_bytes = 0;       // highest held_bytes() seen (0 without the probe)
-  double seconds = 0.0;                  // wall time of the replay loop (allocations and frees)
+  double seconds = 0.0;                  // time of the replay loop (allocations and frees)
   // peak_held_bytes / peak_live_bytes; 0 when either is unknown.
   double fragmentation() const noexcept {
     return peak_live_bytes == 0 || peak_held_bytes == 0
@@ -79,8 +87,9 @@ struct replay_result {
   }
 };
 
-// Replays `events` in order on the calling thread, mapping logged pointers to the new ones (a
-// logged pointer reused after its free maps afresh). Events are not timed: the replay runs as
+// Replays `events` in order (on the calling thread, or on one thread per logged thread with
+// honour_threads), mapping logged pointers to the new ones (a logged pointer reused after its free
+// maps afresh). Events are not timed: the replay runs as
 // fast as the resource allows.
 replay_result replay(std::vector<log_event> const& events, memory_resource& resource,
                      replay_options const& options = {});

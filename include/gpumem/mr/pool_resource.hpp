@@ -49,21 +49,43 @@ struct pool_options {
   // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
   // device), and was found so by an earlier growth too (one free at a single growth is often
   // taken again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
-  // round). Such chunks are too small for the request, and keeping them is what makes a workload
-  // whose sizes change (a training loop with varying shapes) hold far more than it uses. false:
-  // chunks go back only on trim() and destruction, and growth never waits (needed when the
-  // calling stream may be blocked by a host function that waits for the allocating thread).
+  // round), or at once when the growth takes the pool past its peak (kept, it would add to that
+  // peak). Such chunks are too small for the request, and keeping them is what makes a workload
+  // whose sizes change (a training loop with varying shapes) hold far more than it uses. For an
+  // expandable pool: a growth may wait for the calling stream, when what that stream freed is at
+  // least the request and its work is still running, so that the pages under that memory can move
+  // (expandable below). false: chunks go back only on trim() and destruction, and growth never
+  // waits (needed when the calling stream may be blocked by a host function that waits for the
+  // allocating thread).
   bool trim_before_growth = true;
-  // Grow by mapping physical memory at the end of one reserved virtual address range (CUDA's
-  // virtual memory management; PyTorch's "expandable segments") instead of taking chunks from the
-  // upstream: the pool's memory stays one contiguous chunk, so a large request needs only what the
-  // free end lacks, and large blocks never fragment across chunks. The range is as large as the
-  // device (or maximum_size); physical memory comes from the backend's device, in pieces of at
-  // least chunk_size (rounded to the backend's granularity, 2 MiB), and trim() unmaps whole pieces
-  // from the free end. When the range is full, growth falls back to upstream chunks. Blocks of an
-  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
-  // construction when the backend has no virtual memory management.
+  // Grow inside one reserved virtual address range (CUDA's virtual memory management; PyTorch's
+  // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
+  // chunk, backed page by page (page_size), so a large request needs only the pages that the free
+  // memory around some place lacks: at the free end of the range, or in a hole (unmapped pages)
+  // with the free memory on either side. A growth first unmaps whole pages lying in free memory
+  // elsewhere in the range (free for every stream, or freed on the calling stream once its work is
+  // done up to them) and maps their physical memory where it is needed; only what they lack is new
+  // memory. So what the pool holds (the bytes mapped: statistics().held_bytes) follows what is
+  // live as shapes change, and holes cost address space, not memory. trim() unmaps every whole page
+  // of free memory. The range is twice as large as the device (or maximum_size); physical memory
+  // comes from the backend's device, not the upstream. When the range is full, growth falls back
+  // to upstream chunks. Blocks of an expandable pool cannot be exported with legacy CUDA IPC.
+  // Throws gpumem::not_supported at construction when the backend has no virtual memory
+  // management.
   bool expandable = false;
+  // Expandable pools: the page, rounded up to the backend's granularity (2 MiB). Each page is one
+  // physical allocation and one mapping (on an H100, mapping one takes about 27 us, unmapping 18
+  // us, whatever its size up to 8 MiB): larger pages make fewer calls when memory moves, smaller
+  // ones give back more of the free memory between live blocks (up to a page on either side of
+  // each free extent stays). At most 1 GiB.
+  std::size_t page_size = 4 * MiB;
+  // Expandable pools: a growth takes new memory while the pool then holds at most this multiple of
+  // the most it has had live at a growth (the bytes live then, with the request); beyond, it moves
+  // the memory under free pages instead. 1 moves whenever free pages allow; infinity never moves
+  // (the pool then holds what a range that only grows at its end would). A move costs a backend
+  // unmap and map per page, so the target trades memory for time where shapes keep changing. At
+  // least 1.
+  double held_target = 1.125;
   // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
   // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
   // Costs a mutex per call: for tests and debugging.
@@ -109,6 +131,10 @@ struct pool_statistics {
   // least half of what the pool held, at most once per growth; and every stream before
   // out-of-memory).
   std::uint64_t reclaims = 0;
+  // Expandable pools: pages of the range mapped and unmapped (one backend call each; the memory of
+  // an unmapped page is mapped again where a growth needs it before any is created).
+  std::uint64_t pages_mapped = 0;
+  std::uint64_t pages_unmapped = 0;
   // Streams the pool keeps state for (a stream seen, a per-thread default stream per thread that
   // used it and has not exited or still owns memory).
   std::size_t streams = 0;
@@ -179,13 +205,16 @@ struct pool_statistics {
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
 // every chunk found unused by this growth and an earlier one (free, or free but for extents of the
-// calling stream) goes back to the upstream. A pool too tight for its workload would merge its
-// lists back on almost every miss (and then carve the merged memory up again): after 8 such misses
-// under the mutex since the last growth, the next one grows the pool instead (still within
-// maximum_size, still trimming first). A growth takes chunk_size for every stream that ran short
-// since the last one, up to the pool's share per stream (pool_options::chunk_size): with many
-// streams allocating, it leaves room for the next misses of all of them, where each would otherwise
-// make its own upstream call (concurrent cudaMalloc calls wait for each other in the driver).
+// calling stream) goes back to the upstream, and one found unused by this growth alone when the
+// growth takes the pool past its peak. An expandable pool grows by moving the memory under whole
+// free pages of its range to where the request fits (pool_options::expandable). A pool too tight
+// for its workload would merge its lists back on almost every miss (and then carve the merged
+// memory up again): after 8 such misses under the mutex since the last growth, the next one grows
+// the pool instead (still within maximum_size, still trimming first). A growth takes chunk_size for
+// every stream that ran short since the last one, up to the pool's share per stream
+// (pool_options::chunk_size): with many streams allocating, it leaves room for the next misses of
+// all of them, where each would otherwise make its own upstream call (concurrent cudaMalloc calls
+// wait for each other in the driver).
 //
 // Out of memory: after the calling thread's caches are flushed, every stream (quiet or not) is
 // reclaimed, every stream is waited for, and empty chunks are given back and growth retried, the

@@ -1,0 +1,173 @@
+// pool_resource's large-size path (see pool_state.hpp): blocks above max_cached_size, carved from
+// and freed to the calling thread's stream's own extents, checked against the table of live large
+// blocks, fenced in batches.
+#include "pool_state.hpp"
+
+#include <gpumem/core/logging.hpp>
+
+#include <algorithm>
+
+namespace gpumem::detail {
+
+namespace {
+
+// The large path's fences on one stream pending before that stream polls them itself.
+constexpr std::size_t pool_large_fences_polled = 8;
+
+}  // namespace
+
+// --- the large path ------------------------------------------------------------------------------
+// A block above max_cached_size is carved from the calling thread's stream's own extents under
+// that stream's lock alone, and handed back there the same way: with one thread per stream, a
+// large allocate+free pair meets no other thread. Only a miss takes the pool's mutex (obtain).
+// Frees are fenced in batches (large_fence_bytes), never one event per block.
+
+void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noexcept {
+  pool_stream& s = *cache.stream;
+  std::lock_guard<std::mutex> arena(s.mutex);
+  if (s.extents.empty()) return nullptr;
+  auto const it = s.extents.best_fit(size);
+  if (it == s.extents.extents().end()) return nullptr;
+  std::uintptr_t const addr = it->second.start;  // take() cuts from the start
+  try {
+    large_blocks_.insert(addr, {size, it->second.chunk});
+  } catch (std::bad_alloc const&) {
+    return nullptr;  // nothing changed: the shared path tries (and reports) it
+  }
+  s.extents.take(it, size);
+  s.net_returned -= static_cast<std::int64_t>(size);
+  s.refills.fetch_add(1, std::memory_order_relaxed);  // the stream is allocating: not quiet
+  return reinterpret_cast<void*>(addr);
+}
+
+bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
+                                  pool_chunk*& chunk) noexcept {
+  switch (large_blocks_.remove(addr, size, chunk)) {
+    case pool_large_blocks::outcome::removed:
+      return true;
+    case pool_large_blocks::outcome::not_live:
+      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
+                                std::to_string(size) +
+                                " B): not a live block of this pool (double free or foreign "
+                                "pointer); ignored");
+      break;
+    case pool_large_blocks::outcome::wrong_size:
+      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
+                                std::to_string(size) +
+                                " B): the block was allocated with another size; ignored");
+      break;
+  }
+  return false;
+}
+
+pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, void* ptr,
+                                                     std::size_t size) noexcept {
+  pool_stream& s = *cache.stream;
+  auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
+  pool_chunk* chunk = nullptr;
+  if (!check_large_free(addr, size, chunk)) return own_free::refused;
+  bool fence = false;
+  {
+    std::lock_guard<std::mutex> arena(s.mutex);
+    // The range's chunk of an expandable pool changes size under chunks_mutex_: read it under it.
+    std::shared_lock<std::shared_mutex> chunks(chunks_mutex_, std::defer_lock);
+    if (vrange_ != nullptr) chunks.lock();
+    try {
+      if (!add_extent(s.extents, addr, size, s.epoch, chunk)) return own_free::refused;
+    } catch (std::exception const&) {
+      // No memory for the node: the shared path tries again (and logs if it fails too).
+      try {
+        large_blocks_.insert(addr, {size, chunk});
+      } catch (...) {
+      }
+      return own_free::elsewhere;
+    }
+    s.unfenced_bytes += size;
+    s.net_returned += static_cast<std::int64_t>(size);
+    // A stream that takes back about what it frees needs no fence: its blocks come back to it.
+    // One that frees more than it takes (the consumer of a producer) is fenced every
+    // large_fence_bytes of that excess, so that others can use it. With a single stream nobody
+    // waits for a fence.
+    fence = s.net_returned >= static_cast<std::int64_t>(large_fence_bytes()) &&
+            stream_count_.load(std::memory_order_relaxed) > 1;
+  }
+  if (fence) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
+    fence_large_locked(s);
+  }
+  return own_free::taken;
+}
+
+void pool_state::fence_large_locked(pool_stream& s) noexcept {
+  if (streams_.size() < 2 || !fenceable(s)) return;
+  try {
+    fence_locked(s);
+    if (s.fences.size() >= pool_large_fences_polled) poll_stream_locked(s);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": fence failed: " + e.what());
+  }
+}
+
+void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {
+  void* p = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
+    pool_stream& s = stream_locked(stream);
+    s.refills.fetch_add(1, std::memory_order_relaxed);
+    p = obtain(lock, size, s);
+    if (requested > options_.max_cached_size) {
+      auto const addr = reinterpret_cast<std::uintptr_t>(p);
+      try {
+        large_blocks_.insert(addr, {size, chunk_of(addr)});
+      } catch (...) {
+        give_back_locked(p, size, s);
+        throw;
+      }
+    }
+    large_live_ += size;
+    large_requested_ += requested;
+    ++large_allocations_;
+  }
+  if (options_.track_blocks) track_allocate(p, size, requested, stream);
+  return p;
+}
+
+void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t requested,
+                                  stream_handle stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++lock_acquisitions_;
+  pool_stream* s = nullptr;
+  try {
+    s = &stream_locked(stream);
+  } catch (std::exception const& e) {
+    log(log_level::error,
+        name() + ": lost " + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
+    return;
+  }
+  // A large block must be live (a double free on any stream is caught); a cached size freed
+  // without a thread cache is checked against every stream's extents.
+  pool_chunk* chunk = nullptr;
+  if (requested > options_.max_cached_size
+          ? !check_large_free(reinterpret_cast<std::uintptr_t>(ptr), size, chunk)
+          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
+    return;
+  give_back_locked(ptr, size, *s);
+  large_live_ -= size;
+  large_requested_ -= requested;
+  ++large_deallocations_;
+  if (s->retired) {
+    // Freed by an exiting thread after its stream was settled (from a later thread_local
+    // destructor): the last moment its per-thread stream can be fenced.
+    try {
+      fence_locked(*s);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": fence failed: " + e.what());
+    }
+    return;
+  }
+  after_give_back_locked(*s, large_fence_bytes());
+}
+
+}  // namespace gpumem::detail

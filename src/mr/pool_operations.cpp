@@ -1,0 +1,210 @@
+// pool_resource's whole-pool operations (see pool_state.hpp): trim, close, release_stream,
+// statistics and memory info, and the block tracking of pool_options::track_blocks.
+#include "pool_state.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace gpumem::detail {
+
+// --- block tracking ------------------------------------------------------------------------------
+
+void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle) {
+  std::lock_guard<std::mutex> lock(tracking_mutex_);
+  auto const [it, fresh] =
+      tracked_.emplace(reinterpret_cast<std::uintptr_t>(ptr), tracked_block{size, requested});
+  if (!fresh)
+    throw logic_error(name() + ": handed out " + pool_hex(it->first) + " twice (internal error)");
+}
+
+bool pool_state::track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept {
+  std::lock_guard<std::mutex> lock(tracking_mutex_);
+  auto it = tracked_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  std::string problem;
+  if (it == tracked_.end())
+    problem = "is not allocated (double free or foreign pointer)";
+  else if (it->second.size != size)
+    problem = "was allocated with " + std::to_string(it->second.requested) + " bytes, freed with " +
+              std::to_string(requested);
+  if (!problem.empty()) {
+    invalid_deallocations_.fetch_add(1);
+    log(log_level::error, name() + ": deallocate(" +
+                              pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+                              std::to_string(requested) + "): " + problem + "; ignored");
+    return false;
+  }
+  tracked_.erase(it);
+  return true;
+}
+
+// --- whole-pool operations -----------------------------------------------------------------------
+
+std::size_t pool_state::trim() {
+  flush_request_.fetch_add(1, std::memory_order_relaxed);
+  flush_calling_thread();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : streams_)
+    drain_class_lists_locked(*entry.second);
+  for (auto& entry : streams_)
+    settle_locked(*entry.second);
+  poll_locked();
+  std::size_t const trimmed = trim_locked();
+  reap_retired_locked();
+  return trimmed;
+}
+
+// close(): everything the pool can release goes while the device's context is alive; nothing of
+// the pool touches the device afterwards but the destructor's chunk give-back (give_back mode).
+void pool_state::close(pool_live_chunks live) {
+  if (is_closed()) return;
+  bool used = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    used = !chunks_.empty() || !streams_.empty() || !spare_events_.empty() ||
+           growth_stream_ != nullptr || !caches_.empty();
+  }
+  if (!used) {  // never touched the device (set_memory_manager's probe): nothing to wait for
+    closed_.store(live == pool_live_chunks::abandon ? closed_state::abandon
+                                                    : closed_state::give_back_at_destruction,
+                  std::memory_order_relaxed);
+    return;
+  }
+  scoped_device const on_device(backend_, device_);
+  try {
+    backend_.synchronize();  // every stream idle: every fence complete, every freed block idle
+    ++synchronizations_;
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": close: synchronize failed: " + e.what());
+  }
+  flush_request_.fetch_add(1, std::memory_order_relaxed);
+  flush_calling_thread();
+  {
+    std::lock_guard<std::mutex> registry(pool_registry_mutex());
+    // Other threads' caches are not used again: their blocks stay where they are (their chunks
+    // go at destruction) and their thread's exit no longer hands them back.
+    for (auto& cache : caches_)
+      cache->pool.store(nullptr);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : streams_) {
+    pool_stream& s = *entry.second;
+    drain_class_lists_locked(s);
+    complete_all_fences_locked(s, cut_epoch_locked(s));
+  }
+  trim_locked();
+  for (event_handle event : spare_events_) {
+    try {
+      backend_.destroy_event(event);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": close: destroying an event failed: " + e.what());
+    }
+  }
+  spare_events_.clear();
+  if (growth_stream_ != nullptr) {
+    try {
+      backend_.destroy_stream(growth_stream_);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": close: destroying its stream failed: " + e.what());
+    }
+    growth_stream_ = nullptr;
+  }
+  closed_.store(live == pool_live_chunks::abandon ? closed_state::abandon
+                                                  : closed_state::give_back_at_destruction,
+                std::memory_order_relaxed);
+}
+
+void pool_state::release_stream(stream_handle stream) {
+  flush_calling_thread();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pool_stream& s = stream_locked(stream);
+    drain_class_lists_locked(s);
+    std::uint64_t const upto = cut_epoch_locked(s);
+    backend_.synchronize_stream(stream);
+    ++synchronizations_;
+    complete_all_fences_locked(s, upto);
+    // The null and per-thread default streams are never destroyed: only a created stream's entry
+    // is retired (its id names no later stream, so the entry would never be used again).
+    if (s.key.which == pool_stream_key::kind::created)
+      s.released.store(true, std::memory_order_relaxed);
+  }
+  // The calling thread's caches of released streams go now (their blocks were flushed above);
+  // other threads drop theirs at their next miss. The entry goes with the last of them.
+  drop_released_caches_of_calling_thread();
+}
+
+bool pool_state::is_released(pool_stream_key key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = streams_.find(key);
+  if (it == streams_.end()) return released_keys_.count(key) > 0;
+  return it->second->released.load(std::memory_order_relaxed);
+}
+
+pool_statistics pool_state::statistics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_statistics st;
+  st.held_bytes = held_;
+  st.peak_held_bytes = peak_held_;
+  st.chunks = chunks_.size();
+  std::int64_t live = static_cast<std::int64_t>(large_live_) + retired_live_;
+  std::int64_t requested = static_cast<std::int64_t>(large_requested_) + retired_requested_;
+  std::int64_t cached = 0;
+  st.allocations = large_allocations_ + retired_allocations_;
+  st.deallocations = large_deallocations_ + retired_deallocations_;
+  for (auto const& cache : caches_) {
+    live += cache->counters.live_bytes.load(std::memory_order_relaxed);
+    requested += cache->counters.requested_bytes.load(std::memory_order_relaxed);
+    cached += cache->counters.cached_bytes.load(std::memory_order_relaxed);
+    st.allocations += cache->counters.allocations.load(std::memory_order_relaxed);
+    st.deallocations += cache->counters.deallocations.load(std::memory_order_relaxed);
+  }
+  for (auto const& entry : streams_) {
+    st.stream_bytes += entry.second->extents.bytes();
+    cached += static_cast<std::int64_t>(entry.second->class_list_bytes.load());
+  }
+  st.live_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, live));
+  st.requested_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, requested));
+  st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
+  st.free_bytes = free_.bytes();
+  st.largest_free_block = free_.largest();
+  st.events_recorded = events_recorded_;
+  st.events_completed = events_completed_;
+  st.synchronizations = synchronizations_;
+  st.upstream_allocations = upstream_allocations_;
+  st.upstream_deallocations = upstream_deallocations_;
+  st.invalid_deallocations = invalid_deallocations_.load();
+  st.lock_acquisitions = lock_acquisitions_;
+  st.reclaims = reclaims_;
+  st.pages_mapped = pages_mapped_;
+  st.pages_unmapped = pages_unmapped_;
+  st.streams = streams_.size();
+  return st;
+}
+
+memory_info pool_state::memory_info_snapshot() const {
+  std::size_t held = 0;
+  std::size_t internal = 0;
+  {
+    pool_statistics const st = statistics();
+    held = st.held_bytes;
+    internal = st.free_bytes + st.stream_bytes + st.cached_bytes;
+  }
+  std::size_t const room = options_.maximum_size - std::min(options_.maximum_size, held);
+  memory_info info;
+  scoped_device const on_device(backend_, device_);
+  try {
+    memory_info const up = upstream_.get_memory_info();
+    info.total = std::min(up.total, options_.maximum_size);
+    info.free = std::min(up.free, room) + internal;
+  } catch (not_supported const&) {
+    if (options_.maximum_size == std::numeric_limits<std::size_t>::max()) throw;
+    info.total = options_.maximum_size;
+    info.free = room + internal;
+  }
+  return info;
+}
+
+}  // namespace gpumem::detail
