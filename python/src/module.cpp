@@ -337,7 +337,7 @@ NB_MODULE(_gpumem, m) {
   m.def(
       "_time_device_synchronize",
       [](std::size_t iters, int device) {
-        // What the deferred queue's release barrier costs (one per flush of EMM frees):
+        // What the deferred queue's release barrier costs (one per release of retired EMM frees):
         // nanoseconds per device synchronisation (bench/python_alloc.py).
         auto const start = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < iters; ++i) {
