@@ -49,8 +49,7 @@ struct pool_options {
   // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
   // device), and was found so by an earlier growth too (one free at a single growth is often
   // taken again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
-  // round), or at once when the growth takes the pool past its peak (kept, it would add to that
-  // peak). Such chunks are too small for the request, and keeping them is what makes a workload
+  // round). Such chunks are too small for the request, and keeping them is what makes a workload
   // whose sizes change (a training loop with varying shapes) hold far more than it uses. For an
   // expandable pool: a growth may wait for the calling stream, when what that stream freed is at
   // least the request and its work is still running, so that the pages under that memory can move
@@ -205,13 +204,12 @@ struct pool_statistics {
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
 // every chunk found unused by this growth and an earlier one (free, or free but for extents of the
-// calling stream) goes back to the upstream, and one found unused by this growth alone when the
-// growth takes the pool past its peak. An expandable pool grows by moving the memory under whole
-// free pages of its range to where the request fits (pool_options::expandable). A pool too tight
-// for its workload would merge its lists back on almost every miss (and then carve the merged
-// memory up again): after 8 such misses under the mutex since the last growth, the next one grows
-// the pool instead (still within maximum_size, still trimming first). A growth takes chunk_size for
-// every stream that ran short since the last one, up to the pool's share per stream
+// calling stream) goes back to the upstream. An expandable pool grows by moving the memory under
+// whole free pages of its range to where the request fits (pool_options::expandable). A pool too
+// tight for its workload would merge its lists back on almost every miss (and then carve the
+// merged memory up again): after 8 such misses under the mutex since the last growth, the next one
+// grows the pool instead (still within maximum_size, still trimming first). A growth takes
+// chunk_size for every stream that ran short since the last one, up to the pool's share per stream
 // (pool_options::chunk_size): with many streams allocating, it leaves room for the next misses of
 // all of them, where each would otherwise make its own upstream call (concurrent cudaMalloc calls
 // wait for each other in the driver).
