@@ -49,10 +49,6 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   return std::min(wanted, share);
 }
 
-std::size_t pool_state::preferred_growth_locked(std::size_t need) const noexcept {
-  return std::max(growth_step_locked(), pool_round_up_to(need, growth_rounding));
-}
-
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s) {
   scoped_device const on_device(backend_, device_);  // the upstream allocates on the current one
   if (vrange_ != nullptr && grow_range(lock, size, s)) return true;
@@ -61,7 +57,7 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool
   if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
   std::size_t const room = options_.maximum_size - taken;
   std::size_t const fitted = std::min(pool_round_up_to(need, growth_rounding), room);
-  std::size_t const preferred = std::min(preferred_growth_locked(need), room);
+  std::size_t const preferred = std::min(std::max(growth_step_locked(), fitted), room);
   // Refused (the device nearly full): one chunk, then the request alone.
   std::size_t const one_chunk = std::min(std::max(options_.chunk_size, fitted), preferred);
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
@@ -119,11 +115,10 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool
   return true;
 }
 
-void pool_state::trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream,
-                               std::size_t size) {
+void pool_state::trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream) {
   scoped_device const on_device(backend_, device_);  // before any chunk leaves the pool
   std::vector<pool_retired_chunk> later;
-  if (trim_locked(stream, false, &later, preferred_growth_locked(pool_round_up(size))) == 0) return;
+  if (trim_locked(stream, false, &later) == 0) return;
   lock.unlock();
   for (auto const& chunk : later)
     upstream_.deallocate(chunk.ptr, chunk.size, chunk.order);
@@ -175,7 +170,7 @@ bool pool_state::erase_cover_locked(pool_chunk const& chunk, pool_stream* stream
 }
 
 std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
-                                    std::vector<pool_retired_chunk>* later, std::size_t growth) {
+                                    std::vector<pool_retired_chunk>* later) {
   scoped_device const on_device(backend_, device_);
   // An expandable pool's free pages (a growth moves them itself: pool_range.cpp).
   std::size_t released = shrink_range ? shrink_range_locked() : 0;
@@ -203,14 +198,8 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
     // Measured on the host (one thread, the large trace, five passes: held / peak live, upstream
     // allocations + frees): at the first sighting 1.34, 296; at the second 1.33, 131; at the
     // second of two trims in a row 1.35, 131; at the second with no block carved from the chunk
-    // in between 1.45, 98. But a chunk kept while the growth takes the pool past its peak adds
-    // to that peak: then it goes at the first sighting. Measured on the host (held / live peak,
-    // without and with that rule): PyTorch's training loop of batch and sequence lengths that
-    // change every step (60 steps replayed with its two threads) 1.28, 1.23; bench_alloc on one
-    // thread, four passes: the PyTorch replay 1.23, 1.19, the simulated replay 1.10, 1.08, the
-    // training loop 1.44, 1.44, the large trace 1.31, 1.34, the inference loop 1.66, 1.79.
-    bool const past_peak = held_ + growth > peak_held_;
-    if (later != nullptr && ++chunk.unused_sightings < pool_trim_sightings && !past_peak) {
+    // in between 1.45, 98.
+    if (later != nullptr && ++chunk.unused_sightings < pool_trim_sightings) {
       ++it;
       continue;
     }

@@ -262,7 +262,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // A pool that keeps missing here is too tight for the workload: merging everything back and
   // carving it up again on every miss costs far more than one more chunk.
   if (misses_since_growth_ >= pool_thrash_misses) {
-    if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr, size);
+    if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
     if (grow(lock, size, &s)) {
       reset_full_drains(s);
       if (void* p = fit_locked(size, s)) return p;
@@ -280,7 +280,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
-  if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr, size);
+  if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
   if (grow(lock, size, &s)) {
     reset_full_drains(s);
     if (void* p = fit_locked(size, s)) return p;

@@ -252,16 +252,12 @@ class pool_state {
   // range.
   // (With `later`, the chunks are listed there instead of given back: the caller gives them back
   // without the mutex, as trim_unlocked does.)
-  // `growth`: the bytes of the growth that follows (chunks found unused once go back while
-  // keeping them would take the pool past its peak).
   std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true,
-                          std::vector<pool_retired_chunk>* later = nullptr, std::size_t growth = 0);
+                          std::vector<pool_retired_chunk>* later = nullptr);
   // trim_locked(stream, false) before a growth, with `lock` released while the upstream takes the
   // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
   // meanwhile). The pool's state may have changed when it returns.
-  void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream, std::size_t size);
-  // What a growth for `need` bytes takes from the upstream when it can (before the maximum).
-  std::size_t preferred_growth_locked(std::size_t need) const noexcept;
+  void trim_unlocked(std::unique_lock<std::mutex>& lock, pool_stream* stream);
   // True if `chunk` is covered by free extents and (when given) extents of `stream`, whose lock
   // the caller holds. erase_cover_locked removes that cover; true if part of it was `stream`'s.
   bool wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept;

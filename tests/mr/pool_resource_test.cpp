@@ -256,57 +256,30 @@ TEST_F(pool_test, initial_size_and_maximum_are_respected) {
   }
 }
 
-// Every block through the coalescing best fit, in chunks of 4 MiB (or the request).
-pool_options exact_chunks_of_4_mib(bool trim_before_growth) {
-  pool_options options;
-  options.max_cached_size = 0;
-  options.chunk_size = 4 * MiB;
-  options.trim_before_growth = trim_before_growth;
-  return options;
-}
-
 TEST_F(pool_test, growth_gives_back_chunks_too_small_for_the_request_first) {
   for (bool trim_first : {true, false}) {
-    pool_resource pool(upstream, exact_chunks_of_4_mib(trim_first));
-    void* x = pool.allocate(64 * MiB, a);  // the peak
-    pool.deallocate(x, 64 * MiB, a);
-    pool.release_stream(a);
-    pool.trim();
+    pool_options options;
+    options.max_cached_size = 0;
+    options.chunk_size = 4 * MiB;
+    options.trim_before_growth = trim_first;
+    pool_resource pool(upstream, options);
     void* p = pool.allocate(4 * MiB, a);
-    pool.deallocate(p, 4 * MiB, a);  // the whole chunk, owned by a
-    // Below the pool's peak, the first growth finds that chunk free and keeps it (a loop's next
-    // round often takes it again); found free by the next growth too, it goes back before that
-    // growth.
+    pool.deallocate(p, 4 * MiB, a);  // the whole first chunk, owned by a
+    // The first growth finds that chunk free and keeps it (a loop's next round often takes it
+    // again); found free by the next growth too, it goes back before that growth.
     void* q = pool.allocate(8 * MiB, a);
     EXPECT_EQ(pool.statistics().held_bytes, 12 * MiB);
-    EXPECT_EQ(pool.statistics().upstream_deallocations, 1u);  // the trim's
+    EXPECT_EQ(pool.statistics().upstream_deallocations, 0u);
     void* r = pool.allocate(16 * MiB, a);
     pool_statistics const st = pool.statistics();
     EXPECT_EQ(st.held_bytes, trim_first ? 24 * MiB : 28 * MiB) << trim_first;
-    EXPECT_EQ(st.upstream_deallocations, trim_first ? 2u : 1u) << trim_first;
-    EXPECT_EQ(st.peak_held_bytes, 64 * MiB);
+    EXPECT_EQ(st.upstream_deallocations, trim_first ? 1u : 0u) << trim_first;
+    EXPECT_EQ(st.peak_held_bytes, trim_first ? 24 * MiB : 28 * MiB) << trim_first;
     pool.check_invariants();
     pool.deallocate(q, 8 * MiB, a);
     pool.deallocate(r, 16 * MiB, a);
     pool.release_stream(a);
     pool.check_invariants();
-  }
-}
-
-TEST_F(pool_test, growth_past_the_peak_gives_back_unused_chunks_at_once) {
-  // Kept, the free chunk would add to the new peak: it goes at the first growth that finds it.
-  for (bool trim_first : {true, false}) {
-    pool_resource pool(upstream, exact_chunks_of_4_mib(trim_first));
-    void* p = pool.allocate(4 * MiB, a);
-    pool.deallocate(p, 4 * MiB, a);
-    void* q = pool.allocate(8 * MiB, a);
-    pool_statistics const st = pool.statistics();
-    EXPECT_EQ(st.held_bytes, trim_first ? 8 * MiB : 12 * MiB) << trim_first;
-    EXPECT_EQ(st.peak_held_bytes, trim_first ? 8 * MiB : 12 * MiB) << trim_first;
-    EXPECT_EQ(st.upstream_deallocations, trim_first ? 1u : 0u) << trim_first;
-    pool.check_invariants();
-    pool.deallocate(q, 8 * MiB, a);
-    pool.release_stream(a);
   }
 }
 

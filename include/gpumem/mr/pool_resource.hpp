@@ -49,8 +49,7 @@ struct pool_options {
   // upstream may wait for it: cuda_resource synchronises the stream, and cudaFree waits for the
   // device), and was found so by an earlier growth too (one free at a single growth is often
   // taken again by the loop's next round: giving it back would cost a cudaFree and a cudaMalloc per
-  // round), or at once when the growth takes the pool past its peak (kept, it would add to that
-  // peak). Such chunks are too small for the request, and keeping them is what makes a workload
+  // round). Such chunks are too small for the request, and keeping them is what makes a workload
   // whose sizes change (a training loop with varying shapes) hold far more than it uses. For an
   // expandable pool: a growth may wait for the calling stream, when what that stream freed is at
   // least the request and its work is still running, so that the pages under that memory can move
@@ -62,23 +61,23 @@ struct pool_options {
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
   // chunk, backed page by page (page_size), so a large request needs only the pages that the free
   // memory around some place lacks: at the free end of the range, or in a hole (unmapped pages)
-  // with the free memory on either side. A growth first unmaps whole pages lying in free memory
-  // elsewhere in the range (free for every stream, or freed on the calling stream once its work is
-  // done up to them) and maps their physical memory where it is needed; only what they lack is new
-  // memory. So what the pool holds (the bytes mapped: statistics().held_bytes) follows what is
-  // live as shapes change, and holes cost address space, not memory. trim() unmaps every whole page
-  // of free memory. The range is twice as large as the device (or maximum_size); physical memory
-  // comes from the backend's device, not the upstream. When the range is full, growth falls back
-  // to upstream chunks. Blocks of an expandable pool cannot be exported with legacy CUDA IPC.
-  // Throws gpumem::not_supported at construction when the backend has no virtual memory
-  // management.
+  // with the free memory on either side. Beyond held_target, a growth first unmaps whole pages
+  // lying in free memory elsewhere in the range (free for every stream, freed by idle streams, or
+  // freed on the calling stream once its work is done up to them) and maps their physical memory
+  // where it is needed; only what they lack is new memory. So what the pool holds (the bytes
+  // mapped: statistics().held_bytes) follows what is live as shapes change, and holes cost address
+  // space, not memory. trim() unmaps every whole page of free memory. The range is twice as large
+  // as the device (or maximum_size); physical memory comes from the backend's device, not the
+  // upstream. When the range is full, growth falls back to upstream chunks. Blocks of an
+  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
+  // construction when the backend has no virtual memory management.
   bool expandable = false;
   // Expandable pools: the page, rounded up to the backend's granularity (2 MiB). Each page is one
   // physical allocation and one mapping (on an H100, mapping one takes about 27 us, unmapping 18
   // us, whatever its size up to 8 MiB): larger pages make fewer calls when memory moves, smaller
   // ones give back more of the free memory between live blocks (up to a page on either side of
   // each free extent stays). At most 1 GiB.
-  std::size_t page_size = 4 * MiB;
+  std::size_t page_size = 2 * MiB;
   // Expandable pools: a growth takes new memory while the pool then holds at most this multiple of
   // the most it has had live at a growth (the bytes live then, with the request); beyond, it moves
   // the memory under free pages instead. 1 moves whenever free pages allow; infinity never moves
@@ -205,13 +204,12 @@ struct pool_statistics {
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
 // every chunk found unused by this growth and an earlier one (free, or free but for extents of the
-// calling stream) goes back to the upstream, and one found unused by this growth alone when the
-// growth takes the pool past its peak. An expandable pool grows by moving the memory under whole
-// free pages of its range to where the request fits (pool_options::expandable). A pool too tight
-// for its workload would merge its lists back on almost every miss (and then carve the merged
-// memory up again): after 8 such misses under the mutex since the last growth, the next one grows
-// the pool instead (still within maximum_size, still trimming first). A growth takes chunk_size for
-// every stream that ran short since the last one, up to the pool's share per stream
+// calling stream) goes back to the upstream. An expandable pool grows by moving the memory under
+// whole free pages of its range to where the request fits (pool_options::expandable). A pool too
+// tight for its workload would merge its lists back on almost every miss (and then carve the
+// merged memory up again): after 8 such misses under the mutex since the last growth, the next one
+// grows the pool instead (still within maximum_size, still trimming first). A growth takes
+// chunk_size for every stream that ran short since the last one, up to the pool's share per stream
 // (pool_options::chunk_size): with many streams allocating, it leaves room for the next misses of
 // all of them, where each would otherwise make its own upstream call (concurrent cudaMalloc calls
 // wait for each other in the driver).
