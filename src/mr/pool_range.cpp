@@ -12,8 +12,7 @@
 //     growing stream's own; they are taken out of the extents (claimed) while the pages are
 //     mapped, so that no other thread carves them meanwhile, and the block fits once it is done;
 //   * the memory: new while the pool then holds at most held_target times the most it has had
-//     live at a growth (beyond, what idle streams freed is made free for all first); the rest
-//     from whole pages of free extents, the largest first (the
+//     live at a growth; the rest from whole pages of free extents, the largest first (the
 //     growing stream's own only when its work is done up to them: found idle, or waited for when
 //     it holds at least the request and trim_before_growth allows a wait), taken from the top of
 //     their whole pages. Those pages are unmapped, and the target mapped with their physical
@@ -24,12 +23,10 @@
 // The mapping runs without the pool's mutex (CUDA's map calls take tens of microseconds each);
 // growths map one at a time under vrange_mutex_.
 //
-// The defaults, page_size 2 MiB (the granularity: a small pool maps no more than a chunked one
-// takes, where 4 MiB pages held 3.2x the live peak of bench_alloc's small trace) and held_target
-// 1.125, measured on the host with bench_alloc's traces on one thread, four passes: held / live
-// peak of the training loop, of the inference loop and of the PyTorch replay, and the map and
-// unmap calls per warm pass of that replay (about 18 steps of the loop; on an H100 a call takes
-// 18-27 us):
+// The defaults (page_size 4 MiB, held_target 1.125), measured on the host with bench_alloc's
+// traces on one thread, four passes: held / live peak of the training loop, of the inference loop
+// and of the PyTorch replay, and the map and unmap calls per warm pass of that replay (about 18
+// steps of the loop; on an H100 a call takes 18-27 us):
 //   page 2 MiB, target 1:     1.06, 1.14, 1.04, 269 calls;  target 1.125: 1.12, 1.15, 1.13, 101
 //   page 4 MiB, target 1:     1.12, 1.15, 1.05,  97 calls;  target 1.125: 1.12, 1.16, 1.12,  37
 //   page 8 MiB, target 1:     1.18, 1.20, 1.08,  42 calls;  target 1.125: 1.18, 1.20, 1.12,  29
@@ -68,14 +65,6 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   // memory, as a chunked pool's trim before growth may wait (cudaFree waits for the device).
   std::size_t const need = pool_round_up(size);
   std::size_t const fresh = fresh_allowance_locked(need);
-  if (fresh < need) {
-    // Past the target, memory moves: what other streams freed and their work is done with goes to
-    // the free extents first (they are idle), so that its pages can move too rather than the pool
-    // take new memory while other streams keep free memory of their own.
-    for (auto& entry : streams_)
-      if (entry.second.get() != s && entry.second->extents.bytes() >= vrange_->page())
-        complete_if_idle_locked(*entry.second);
-  }
   std::uint64_t own_upto = 0;
   if (fresh < need && s != nullptr && fenceable(*s) && s->extents.bytes() >= vrange_->page()) {
     own_upto = cut_epoch_locked(*s);

@@ -161,25 +161,6 @@ TEST_F(pool_test, held_target_is_how_much_more_than_the_live_peak_a_growth_may_t
   }
 }
 
-TEST_F(pool_test, an_expandable_pool_moves_what_an_idle_stream_freed_before_new_memory) {
-  pool_resource pool(upstream, exact_blocks(true));
-  void* other = pool.allocate(8 * MiB, b);
-  void* pin = pool.allocate(256 * KiB, a);
-  pool.deallocate(other, 8 * MiB, b);         // b's own: a may not use it until b's work is done
-  void* small = pool.allocate(256 * KiB, b);  // b is still allocating: not reclaimed as quiet
-  // a grows: b is idle, so what it freed becomes free for all, and the 3 whole pages left of it
-  // move behind the pin.
-  void* big = pool.allocate(12 * MiB, a);
-  pool_statistics const st = pool.statistics();
-  EXPECT_EQ(st.reclaims, 0u);
-  EXPECT_EQ(st.pages_unmapped, 3u);
-  EXPECT_EQ(st.held_bytes, 16 * MiB);  // not 22: what b freed is not kept beside new memory
-  pool.check_invariants();
-  pool.deallocate(big, 12 * MiB, a);
-  pool.deallocate(pin, 256 * KiB, a);
-  pool.deallocate(small, 256 * KiB, b);
-}
-
 TEST_F(pool_test, an_expandable_pool_never_unmaps_what_a_stream_with_pending_work_freed) {
   pool_options o = exact_blocks(true);
   o.trim_before_growth = false;  // a growth never waits for the stream

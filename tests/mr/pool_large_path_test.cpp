@@ -51,7 +51,7 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
 TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
   // Growth starts at 2 MiB and grows by half of what the pool holds: four streams that each use
   // about 1 MiB hold a few MiB, not the 32 MiB chunk_size each; an expandable pool maps its range
-  // by the same steps, in whole pages (2 MiB).
+  // by the same steps, in whole pages (4 MiB).
   for (bool expandable : {false, true}) {
     pool_options options;
     options.expandable = expandable;
@@ -66,7 +66,8 @@ TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
         pool.deallocate(q, 300 * KiB, s);
       }
     pool_statistics const st = pool.statistics();
-    EXPECT_LE(st.peak_held_bytes, 16 * MiB) << st.peak_held_bytes << " " << expandable;
+    EXPECT_LE(st.peak_held_bytes, expandable ? 24 * MiB : 16 * MiB)
+        << st.peak_held_bytes << " " << expandable;
     EXPECT_LT(st.peak_held_bytes, pool.options().chunk_size) << expandable;
     pool.check_invariants();
     for (stream_handle s : streams)

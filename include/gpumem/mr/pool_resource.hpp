@@ -61,23 +61,23 @@ struct pool_options {
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
   // chunk, backed page by page (page_size), so a large request needs only the pages that the free
   // memory around some place lacks: at the free end of the range, or in a hole (unmapped pages)
-  // with the free memory on either side. Beyond held_target, a growth first unmaps whole pages
-  // lying in free memory elsewhere in the range (free for every stream, freed by idle streams, or
-  // freed on the calling stream once its work is done up to them) and maps their physical memory
-  // where it is needed; only what they lack is new memory. So what the pool holds (the bytes
-  // mapped: statistics().held_bytes) follows what is live as shapes change, and holes cost address
-  // space, not memory. trim() unmaps every whole page of free memory. The range is twice as large
-  // as the device (or maximum_size); physical memory comes from the backend's device, not the
-  // upstream. When the range is full, growth falls back to upstream chunks. Blocks of an
-  // expandable pool cannot be exported with legacy CUDA IPC. Throws gpumem::not_supported at
-  // construction when the backend has no virtual memory management.
+  // with the free memory on either side. A growth first unmaps whole pages lying in free memory
+  // elsewhere in the range (free for every stream, or freed on the calling stream once its work is
+  // done up to them) and maps their physical memory where it is needed; only what they lack is new
+  // memory. So what the pool holds (the bytes mapped: statistics().held_bytes) follows what is
+  // live as shapes change, and holes cost address space, not memory. trim() unmaps every whole page
+  // of free memory. The range is twice as large as the device (or maximum_size); physical memory
+  // comes from the backend's device, not the upstream. When the range is full, growth falls back
+  // to upstream chunks. Blocks of an expandable pool cannot be exported with legacy CUDA IPC.
+  // Throws gpumem::not_supported at construction when the backend has no virtual memory
+  // management.
   bool expandable = false;
   // Expandable pools: the page, rounded up to the backend's granularity (2 MiB). Each page is one
   // physical allocation and one mapping (on an H100, mapping one takes about 27 us, unmapping 18
   // us, whatever its size up to 8 MiB): larger pages make fewer calls when memory moves, smaller
   // ones give back more of the free memory between live blocks (up to a page on either side of
   // each free extent stays). At most 1 GiB.
-  std::size_t page_size = 2 * MiB;
+  std::size_t page_size = 4 * MiB;
   // Expandable pools: a growth takes new memory while the pool then holds at most this multiple of
   // the most it has had live at a growth (the bytes live then, with the request); beyond, it moves
   // the memory under free pages instead. 1 moves whenever free pages allow; infinity never moves
