@@ -297,9 +297,7 @@ class cuda_backend final : public detail::vmm_backend {
     return reinterpret_cast<stream_handle>(cudaStreamPerThread);
   }
   std::uint64_t stream_id(stream_handle stream) override {
-    unsigned long long id = 0;
-    GPUMEM_CUDA_CHECK(cudaStreamGetId(native(stream), &id), "cudaStreamGetId");
-    return id;
+    return detail::driver_stream_id(native(stream));
   }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     auto heap_fn = std::make_unique<std::function<void()>>(std::move(fn));

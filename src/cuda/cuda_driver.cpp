@@ -19,6 +19,7 @@ namespace {
 
 using cu_mem_get_address_range = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
 using cu_get_error_name = CUresult (*)(CUresult, char const**);
+using cu_stream_get_id = CUresult (*)(CUstream, unsigned long long*);
 
 // cuMemGetAddressRange has had its current (size_t) form since CUDA 3.2; asking for 12.0 gets that
 // form from any driver new enough for a CUDA 13 runtime.
@@ -27,6 +28,7 @@ constexpr unsigned driver_api_version = 12000;
 struct entry_points {
   cu_mem_get_address_range mem_get_address_range = nullptr;
   cu_get_error_name get_error_name = nullptr;
+  cu_stream_get_id stream_get_id = nullptr;
 };
 
 void* lookup(char const* symbol, bool required) {
@@ -53,6 +55,7 @@ entry_points const& driver() {
     e.mem_get_address_range =
         reinterpret_cast<cu_mem_get_address_range>(lookup("cuMemGetAddressRange", true));
     e.get_error_name = reinterpret_cast<cu_get_error_name>(lookup("cuGetErrorName", false));
+    e.stream_get_id = reinterpret_cast<cu_stream_get_id>(lookup("cuStreamGetId", false));
     return e;
   }();
   return entries;
@@ -94,6 +97,22 @@ char const* driver_error_name(int result) noexcept {
     // no driver: fall through to the generic name
   }
   return "CUDA_ERROR_UNKNOWN";
+}
+
+std::uint64_t driver_stream_id(void* stream) {
+  unsigned long long id = 0;
+  // The null, legacy and per-thread handles name a stream of the current context: the driver needs
+  // a current context on this thread, which the runtime binds lazily; the runtime call does that.
+  bool const special =
+      stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  if (!special) {
+    entry_points const& d = driver();
+    if (d.stream_get_id != nullptr &&
+        d.stream_get_id(static_cast<CUstream>(stream), &id) == CUDA_SUCCESS)
+      return id;
+  }
+  GPUMEM_CUDA_CHECK(cudaStreamGetId(static_cast<cudaStream_t>(stream), &id), "cudaStreamGetId");
+  return id;
 }
 
 address_range driver_address_range(void const* ptr) {

@@ -20,6 +20,14 @@ struct retry_outcome {
   bool retried = false;
 };
 
+// What comes between a failed allocation of `bytes` and its one retry (see above).
+inline void prepare_retry(context& ctx, std::size_t bytes,
+                          std::function<bool(std::size_t)> const& on_out_of_memory) {
+  run_out_of_memory_handlers(ctx.device(), bytes);
+  ctx.pending_deallocations().flush();
+  if (on_out_of_memory) on_out_of_memory(bytes);
+}
+
 template <class Allocate>
 auto allocate_with_retry(context& ctx, std::size_t bytes, Allocate&& allocate,
                          std::function<bool(std::size_t)> const& on_out_of_memory = {},
@@ -28,9 +36,7 @@ auto allocate_with_retry(context& ctx, std::size_t bytes, Allocate&& allocate,
     return allocate();
   } catch (out_of_memory const&) {
     if (bytes > max_allocation_bytes) throw;
-    run_out_of_memory_handlers(ctx.device(), bytes);
-    ctx.pending_deallocations().flush();
-    if (on_out_of_memory) on_out_of_memory(bytes);
+    prepare_retry(ctx, bytes, on_out_of_memory);
   }
   if (outcome != nullptr) outcome->retried = true;
   return allocate();

@@ -9,6 +9,8 @@
 #include "allocation_retry.hpp"
 #include "usage_counters.hpp"
 
+#include <optional>
+
 namespace gpumem {
 
 namespace detail {
@@ -21,13 +23,18 @@ class block_state final : public unowned_blocks {
  public:
   block_state(std::shared_ptr<memory_resource> r, std::shared_ptr<usage_counters> c, int d,
               std::shared_ptr<pending_deallocations> q) noexcept
-      : resource(std::move(r)), counters(std::move(c)), device(d), queue(std::move(q)) {}
+      : resource(std::move(r)),
+        counters(std::move(c)),
+        device(d),
+        queue(std::move(q)),
+        selects_device(resource->selects_own_device()) {}
 
   // Frees on the block's device and stream and uncounts it; after a device reset only uncounts.
   void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override {
     if (!counters->device_reset.load(std::memory_order_relaxed)) {
       try {
-        scoped_device d(device);
+        std::optional<scoped_device> on_device;
+        if (!selects_device) on_device.emplace(device);
         resource->deallocate(ptr, bytes, stream);
       } catch (std::exception const& e) {
         log(log_level::error, std::string("memory pointer finalizer failed: ") + e.what());
@@ -71,22 +78,33 @@ class block_state final : public unowned_blocks {
   std::shared_ptr<usage_counters> const counters;
   int const device;
   std::shared_ptr<pending_deallocations> const queue;
+  bool const selects_device;  // resource->selects_own_device(): no scoped_device around its calls
 };
 
 }  // namespace detail
 
 namespace {
 
-// `bytes` from `resource` on `stream` (the caller has made the context's device current), retried
-// once after the out-of-memory flush, and counted.
+// `bytes` from `resource` on `stream` on the context's device, retried once after the
+// out-of-memory flush, and counted. The device is made current around the resource's call unless
+// the resource selects it itself (a pool: that saves a cudaGetDevice per call), and always for the
+// recovery before the retry.
 void* counted_allocate(context& ctx, memory_resource& resource, detail::usage_counters& counters,
                        resource_memory_manager::hooks const& callbacks, std::size_t bytes,
                        stream_handle stream) {
-  detail::retry_outcome outcome;
-  void* const ptr = detail::allocate_with_retry(
-      ctx, bytes, [&] { return resource.allocate(bytes, stream); }, callbacks.on_out_of_memory,
-      &outcome);
-  counters.on_allocate(bytes, outcome.retried);
+  std::optional<detail::scoped_device> on_device;
+  if (!resource.selects_own_device()) on_device.emplace(ctx.device());
+  try {
+    void* const ptr = resource.allocate(bytes, stream);
+    counters.on_allocate(bytes, false);
+    return ptr;
+  } catch (out_of_memory const&) {
+    if (bytes > max_allocation_bytes) throw;
+  }
+  if (!on_device) on_device.emplace(ctx.device());
+  detail::prepare_retry(ctx, bytes, callbacks.on_out_of_memory);
+  void* const ptr = resource.allocate(bytes, stream);
+  counters.on_allocate(bytes, true);
   return ptr;
 }
 
@@ -222,8 +240,6 @@ tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
 memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   context& ctx = owning_context();
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
-  int const device = ctx.device();
-  detail::scoped_device on_device(device);
   void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, nullptr);
   return adopt_block(ctx, blocks_, ptr, bytes, nullptr, /*deferred=*/true);  // see above
 }
@@ -231,8 +247,6 @@ memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
 memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handle stream) {
   context& ctx = owning_context();
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
-  int const device = ctx.device();
-  detail::scoped_device on_device(device);
   void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
   return adopt_block(ctx, blocks_, ptr, bytes, stream, /*deferred=*/false);
 }
@@ -244,7 +258,6 @@ unowned_blocks* resource_memory_manager::unowned() const noexcept {
 void* resource_memory_manager::allocate_unowned(std::size_t bytes, stream_handle stream) {
   if (bytes == 0) return nullptr;
   context& ctx = owning_context();
-  detail::scoped_device on_device(ctx.device());
   return counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
 }
 

@@ -101,11 +101,18 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
 // A free's lookup. A free on a released stream must not undo the release (only an allocation
 // may: release_stream's contract): `released` is set and no cache is returned, and the caller
 // completes the free without keeping the stream (pool_state::deallocate_on_released).
+//
+// The remembered cache is matched by handle, without asking the stream's id (a driver call, which
+// other threads' cudaMalloc and cudaFree can hold up): were the handle now another stream's (the
+// remembered one destroyed, a new one created at its address), the block would join the old
+// entry's stack. That is safe: the free is ordered on the stream the handle names now, which is
+// what a fence over the old entry records on, and an allocation on the new stream asks the id
+// (cache_for) and so never takes from the old entry's stack without a fence.
 pool_thread_cache* cache_for_free(pool_state& pool, stream_handle stream, bool& released) {
-  pool_stream_key const key = pool.key_of(stream);
-  if (last_id == pool.id() && last_stream == key &&
+  if (last_id == pool.id() && last_cache->stream->handle == stream &&
       !last_cache->stream->released.load(std::memory_order_relaxed))
     return last_cache;
+  pool_stream_key const key = pool.key_of(stream);
   if (!table_gone)
     for (auto& entry : tls.entries)
       if (entry.pool_id == pool.id() && entry.stream == key) {

@@ -12,10 +12,52 @@
 
 #include <gtest/gtest.h>
 
+#include "counted_device.hpp"
 #include "scoped_backend.hpp"
 
 namespace gpumem {
 namespace {
+
+// A resource that allocates on the current device, as cudaMalloc does.
+class current_device_resource final : public memory_resource {
+ public:
+  std::string name() const override { return "current_device_resource"; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle) override { return backend().allocate(bytes); }
+  void do_deallocate(void* ptr, std::size_t, stream_handle) noexcept override {
+    backend().deallocate(ptr);
+  }
+};
+
+// The pool belongs to its device and selects it itself where a call needs it, so the manager asks
+// nothing of the device per allocation or free (on a GPU each question is a cudaGetDevice); over
+// a resource that allocates on the current device, the manager makes its device current around
+// every call.
+TEST(stream_ordered, a_pool_manager_asks_for_no_current_device_per_call) {
+  test::counted_device device(64 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  { memory_pointer warm = m.allocate(4 * KiB, s); }  // the growth selects the device
+  device.counter->device_queries = 0;
+  for (int i = 0; i < 10; ++i) {
+    memory_pointer p = m.allocate(4 * KiB, s);
+    void* const q = m.allocate_unowned(8 * KiB, s);
+    m.unowned()->deallocate(q, 8 * KiB, s);
+  }
+  EXPECT_EQ(device.counter->device_queries, 0);
+
+  context plain(0, [](context& c) {
+    return std::make_unique<resource_memory_manager>(c,
+                                                     std::make_shared<current_device_resource>());
+  });
+  device.counter->device_queries = 0;
+  { memory_pointer p = plain.memory_manager().allocate(4 * KiB, s); }
+  EXPECT_EQ(device.counter->device_queries, 2) << "one per allocation, one per free";
+  backend().synchronize();
+  backend().destroy_stream(s);
+}
 
 TEST(stream_ordered, pool_manager_counts_allocations_on_a_stream_and_frees_on_drop) {
   test::scoped_backend device(64 * MiB);

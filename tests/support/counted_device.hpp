@@ -1,4 +1,5 @@
-// A host device that counts the waits gpumem makes (device and stream synchronisations) and can
+// A host device that counts the waits gpumem makes (device and stream synchronisations) and its
+// questions for the current device, and can
 // play a device whose context was reset (every device synchronisation fails), for the tests of
 // what waits when: the managers' deferred frees, idle frees, the spill manager's batches.
 //
@@ -35,7 +36,12 @@ class counting_backend final : public recycling_backend {
     stream_synchronizations.fetch_add(1);
     inner_.synchronize_stream(stream);
   }
+  int current_device() override {
+    device_queries.fetch_add(1);
+    return inner_.current_device();
+  }
   std::atomic<int> device_synchronizations{0};
+  std::atomic<int> device_queries{0};  // current_device() calls (cudaGetDevice on a GPU)
   std::atomic<int> stream_synchronizations{0};
   std::atomic<bool> dead{false};
 };

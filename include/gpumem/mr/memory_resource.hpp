@@ -67,6 +67,11 @@ class memory_resource {
   virtual memory_info get_memory_info() const;
   // Device memory by default; host-visible resources (pinned, managed) and adaptors override.
   virtual resource_properties properties() const noexcept { return {}; }
+  // True where a call may come with any device current: the resource belongs to one device and
+  // makes it current itself where a call needs it (pool_resource). A caller that would otherwise
+  // make the device current around every call (a memory manager: one cudaGetDevice per call)
+  // may skip that. False by default: most resources allocate on the current device.
+  virtual bool selects_own_device() const noexcept { return false; }
 
  private:
   virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;

@@ -32,6 +32,7 @@ class owning_adaptor final : public memory_resource {
   std::string name() const override { return adaptor_.name(); }
   memory_info get_memory_info() const override { return adaptor_.get_memory_info(); }
   resource_properties properties() const noexcept override { return adaptor_.properties(); }
+  bool selects_own_device() const noexcept override { return adaptor_.selects_own_device(); }
 
  private:
   static std::unique_ptr<memory_resource> checked(std::unique_ptr<memory_resource> upstream) {

@@ -231,6 +231,9 @@ class pool_resource final : public memory_resource {
   // Free: what the pool could still hand out without exceeding its maximum, as far as the
   // upstream allows; total: the maximum (or the upstream's total).
   memory_info get_memory_info() const override;
+  // The pool belongs to the device current at its construction and makes it current itself for
+  // every device call (growth, trim, fences): callers need not.
+  bool selects_own_device() const noexcept override { return true; }
 
   pool_statistics statistics() const;
   // Full validator: every byte of every chunk is in exactly one of live (track_blocks only; else by
