@@ -64,7 +64,7 @@ class _GpumemPointer(_cuda.MemoryPointer):
     """A MemoryPointer whose memory is the gpumem allocation it holds (lifetime = this object).
 
     Made by the extension's memalloc (_gpumem._numba_memalloc), which sets ``context``, ``size``
-    and ``_allocation`` (a _gpumem.NumbaAllocation) on an instance whose __init__ never runs
+    and ``_allocation`` (a _gpumem.BlockAllocation) on an instance whose __init__ never runs
     (MemoryPointer.__init__ would make a CUdeviceptr and, with a finalizer, a weakref.finalize).
     What MemoryPointer.__init__ sets to the same value for every pointer without a finalizer is a
     class attribute here: ``is_managed`` False (free() does nothing; the memory goes with the

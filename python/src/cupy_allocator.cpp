@@ -1,19 +1,49 @@
 // gpumem.cupy's allocator in C (_cupy_malloc): stream-ordered on CuPy's current stream and device,
-// with CuPy's pointer types made here, so that no Python runs per allocation (docs/python.md).
+// with CuPy's pointer objects made here, so that no Python runs per allocation (docs/python.md).
+//
+// Per allocation it makes three objects: the owner of the block (a BlockAllocation, freed on its
+// stream when CuPy drops the memory), CuPy's UnownedMemory around it and the MemoryPointer CuPy
+// gets. CuPy's two are Cython types whose __init__ only stores its arguments; calling a type costs
+// an argument tuple, two ints and the argument parsing, a few hundred nanoseconds, so where it
+// can, the allocator makes them as CuPy's own Cython code would: the type's tp_new (which sets
+// the object's internals, every field None or 0) and the stores __init__ makes, at offsets found
+// once at _cupy_setup. Found how: an instance made by calling the type with distinctive values is
+// searched for each value (each must be found exactly once), and the fast path is used only where
+// an instance it makes from the same values is byte for byte the called one. Anything else (another
+// CuPy whose __init__ does more, a build with other field types, the host tests' stand-ins) keeps
+// the call. _cupy_fast_path() says which is in use.
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <exception>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "block_allocation.hpp"
 #include "module.hpp"
 
 namespace gpumem::python {
 namespace {
 
 using namespace nb::literals;
+
+// Where __init__ stores its arguments in CuPy's objects (byte offsets), and the types' tp_new.
+struct cupy_layout {
+  bool valid = false;
+  newfunc new_memory = nullptr;   // UnownedMemory's tp_new
+  Py_ssize_t memory_ptr = 0;      // intptr_t ptr
+  Py_ssize_t memory_size = 0;     // size_t size
+  Py_ssize_t memory_device = 0;   // int device_id
+  Py_ssize_t memory_owner = 0;    // object _owner
+  newfunc new_pointer = nullptr;  // MemoryPointer's tp_new
+  Py_ssize_t pointer_ptr = 0;     // intptr_t ptr (mem.ptr + offset)
+  Py_ssize_t pointer_device = 0;  // int device_id
+  Py_ssize_t pointer_mem = 0;     // object mem
+};
 
 // What gpumem.cupy hands over once (_cupy_setup): CuPy's current-stream function (a cdef
 // function exported through cupy_backends.cuda.stream's __pyx_capi__ capsules), CuPy's two
@@ -26,11 +56,158 @@ struct cupy_bridge {
   nb::object keep_stream;                       // (device, handle): keeps CuPy's stream object
   nb::object out_of_memory;                     // (nbytes): gc, retry, CuPy's OutOfMemoryError
   std::vector<std::pair<int, std::uintptr_t>> known_streams;  // told to keep_stream
+  cupy_layout layout;
+  nb::object no_args;  // () for tp_new
 };
 
 cupy_bridge& cupy() {
   static auto* const bridge = new cupy_bridge();  // never destroyed: objects die with Python
   return *bridge;
+}
+
+// --- the fast path's layout ---
+
+template <class T>
+T load(PyObject* object, Py_ssize_t offset) noexcept {
+  T value;
+  std::memcpy(&value, reinterpret_cast<char const*>(object) + offset, sizeof value);
+  return value;
+}
+
+template <class T>
+void store(PyObject* object, Py_ssize_t offset, T value) noexcept {
+  std::memcpy(reinterpret_cast<char*>(object) + offset, &value, sizeof value);
+}
+
+// Puts `value` (a reference the caller gives up) in an object field, releasing the one there.
+void store_object(PyObject* object, Py_ssize_t offset, PyObject* value) noexcept {
+  PyObject* const old = load<PyObject*>(object, offset);
+  store(object, offset, value);
+  Py_XDECREF(old);
+}
+
+// An instance's size in bytes without its variable part (__basicsize__: the extension is built
+// for the stable ABI, where PyTypeObject's fields are not visible), or 0.
+Py_ssize_t basic_size(nb::handle type) noexcept {
+  try {
+    return nb::cast<Py_ssize_t>(type.attr("__basicsize__"));
+  } catch (...) {
+    PyErr_Clear();
+    return 0;
+  }
+}
+
+// The one offset past the object header at which `object` (of `size` bytes) holds `value`
+// (aligned for T), or -1 where none or several do.
+template <class T>
+Py_ssize_t find_field(PyObject* object, Py_ssize_t size, T value) noexcept {
+  Py_ssize_t found = -1;
+  Py_ssize_t const end = size - static_cast<Py_ssize_t>(sizeof(T));
+  for (Py_ssize_t at = sizeof(PyObject); at <= end; at += alignof(T))
+    if (load<T>(object, at) == value) {
+      if (found >= 0) return -1;
+      found = at;
+    }
+  return found;
+}
+
+bool same_fields(PyObject* a, PyObject* b, Py_ssize_t size) noexcept {
+  return Py_TYPE(a) == Py_TYPE(b) && size > static_cast<Py_ssize_t>(sizeof(PyObject)) &&
+         std::memcmp(reinterpret_cast<char const*>(a) + sizeof(PyObject),
+                     reinterpret_cast<char const*>(b) + sizeof(PyObject),
+                     static_cast<std::size_t>(size) - sizeof(PyObject)) == 0;
+}
+
+newfunc new_of(nb::handle type) noexcept {
+  if (!PyType_Check(type.ptr())) return nullptr;
+  return reinterpret_cast<newfunc>(
+      PyType_GetSlot(reinterpret_cast<PyTypeObject*>(type.ptr()), Py_tp_new));
+}
+
+// UnownedMemory(ptr, size, owner, device) made without calling the type (the layout is valid).
+// Takes `owner`'s reference. Null with the Python error set.
+PyObject* fast_memory(cupy_bridge const& b, std::intptr_t ptr, std::size_t size, PyObject* owner,
+                      int device) noexcept {
+  cupy_layout const& l = b.layout;
+  PyObject* const memory = l.new_memory(reinterpret_cast<PyTypeObject*>(b.unowned_memory.ptr()),
+                                        b.no_args.ptr(), nullptr);
+  if (memory == nullptr) {
+    Py_DECREF(owner);
+    return nullptr;
+  }
+  store(memory, l.memory_ptr, ptr);
+  store(memory, l.memory_size, size);
+  store(memory, l.memory_device, device);
+  store_object(memory, l.memory_owner, owner);
+  return memory;
+}
+
+// MemoryPointer(memory, 0) made without calling the type. Takes `memory`'s reference.
+PyObject* fast_pointer(cupy_bridge const& b, PyObject* memory, std::intptr_t ptr,
+                       int device) noexcept {
+  cupy_layout const& l = b.layout;
+  PyObject* const pointer = l.new_pointer(reinterpret_cast<PyTypeObject*>(b.memory_pointer.ptr()),
+                                          b.no_args.ptr(), nullptr);
+  if (pointer == nullptr) {
+    Py_DECREF(memory);
+    return nullptr;
+  }
+  store(pointer, l.pointer_ptr, ptr);
+  store(pointer, l.pointer_device, device);
+  store_object(pointer, l.pointer_mem, memory);
+  return pointer;
+}
+
+// Finds the layout (see the file's comment); invalid where anything does not match.
+cupy_layout find_layout(cupy_bridge& b) {
+  cupy_layout l;
+  l.new_memory = new_of(b.unowned_memory);
+  l.new_pointer = new_of(b.memory_pointer);
+  Py_ssize_t const memory_size = basic_size(b.unowned_memory);
+  Py_ssize_t const pointer_size = basic_size(b.memory_pointer);
+  if (l.new_memory == nullptr || l.new_pointer == nullptr || memory_size == 0 || pointer_size == 0)
+    return l;
+  // Values that cannot be mistaken for each other or for a pointer's halves.
+  std::intptr_t const ptr = 0x7a5a12345670;
+  std::size_t const size = 0x3c3c11112220;
+  int const device = 0x1357;
+  std::intptr_t const offset = 0x40;
+  nb::object const owner = nb::steal(PyList_New(0));  // any object: its address is searched
+  nb::object called;
+  nb::object called_pointer;
+  try {
+    called = b.unowned_memory(ptr, size, owner, device);
+    called_pointer = b.memory_pointer(called, offset);
+  } catch (nb::python_error const&) {
+    return l;  // not CuPy's signatures: the calls stay
+  }
+  if (Py_TYPE(called.ptr()) != reinterpret_cast<PyTypeObject*>(b.unowned_memory.ptr()) ||
+      Py_TYPE(called_pointer.ptr()) != reinterpret_cast<PyTypeObject*>(b.memory_pointer.ptr()))
+    return l;
+  l.memory_ptr = find_field<std::intptr_t>(called.ptr(), memory_size, ptr);
+  l.memory_size = find_field<std::size_t>(called.ptr(), memory_size, size);
+  l.memory_device = find_field<int>(called.ptr(), memory_size, device);
+  l.memory_owner = find_field<PyObject*>(called.ptr(), memory_size, owner.ptr());
+  l.pointer_ptr = find_field<std::intptr_t>(called_pointer.ptr(), pointer_size, ptr + offset);
+  l.pointer_device = find_field<int>(called_pointer.ptr(), pointer_size, device);
+  l.pointer_mem = find_field<PyObject*>(called_pointer.ptr(), pointer_size, called.ptr());
+  for (Py_ssize_t at : {l.memory_ptr, l.memory_size, l.memory_device, l.memory_owner, l.pointer_ptr,
+                        l.pointer_device, l.pointer_mem})
+    if (at < 0) return l;
+  // The check: the fast path's objects are the called ones, field for field.
+  l.valid = true;
+  b.layout = l;
+  PyObject* const memory = fast_memory(b, ptr, size, nb::borrow(owner).release().ptr(), device);
+  bool same = memory != nullptr && same_fields(memory, called.ptr(), memory_size);
+  PyObject* const pointer =
+      memory == nullptr ? nullptr
+                        : fast_pointer(b, nb::borrow(called).release().ptr(), ptr + offset, device);
+  same = same && pointer != nullptr && same_fields(pointer, called_pointer.ptr(), pointer_size);
+  Py_XDECREF(pointer);
+  Py_XDECREF(memory);
+  PyErr_Clear();
+  l.valid = same;
+  return l;
 }
 
 void cupy_setup(nb::handle capsule, nb::object fallback, nb::object unowned_memory,
@@ -47,6 +224,9 @@ void cupy_setup(nb::handle capsule, nb::object fallback, nb::object unowned_memo
   b.memory_pointer = std::move(memory_pointer);
   b.keep_stream = std::move(keep_stream);
   b.out_of_memory = std::move(out_of_memory);
+  if (!b.no_args.is_valid()) b.no_args = nb::steal(PyTuple_New(0));
+  b.layout = {};
+  b.layout = find_layout(b);
 }
 
 std::uintptr_t cupy_current_stream(cupy_bridge& b) {
@@ -58,49 +238,56 @@ std::uintptr_t cupy_current_stream(cupy_bridge& b) {
   return nb::cast<std::uintptr_t>(b.current_stream_fallback());
 }
 
-// The owner CuPy's UnownedMemory keeps: a capsule whose destructor frees. Cheaper to make than
-// an Allocation (no nanobind instance, which nanobind also registers in its own table); CuPy never
-// looks into it.
-char const* const owner_capsule_name = "gpumem.memory";
-
-void free_owner_capsule(PyObject* capsule) noexcept {
-  delete static_cast<memory_pointer*>(PyCapsule_GetPointer(capsule, owner_capsule_name));
-}
-
-nb::object owner_capsule(memory_pointer memory) {
-  if (!memory) return nb::none();  // 0 bytes: nothing to own
-  auto* held = new memory_pointer(std::move(memory));
-  PyObject* const capsule = PyCapsule_New(held, owner_capsule_name, &free_owner_capsule);
-  if (capsule == nullptr) {
-    delete held;
-    throw nb::python_error();
+// MemoryPointer(UnownedMemory(ptr, bytes, owner, device), 0): a new reference, or null with the
+// Python error set. Takes `owner`'s reference.
+PyObject* cupy_pointer(cupy_bridge& b, std::intptr_t ptr, std::size_t bytes, PyObject* owner,
+                       int device) {
+  if (b.layout.valid) {
+    PyObject* const memory = fast_memory(b, ptr, bytes, owner, device);
+    return memory == nullptr ? nullptr : fast_pointer(b, memory, ptr, device);
   }
-  return nb::steal(capsule);
+  nb::object const held = nb::steal(owner);
+  nb::object pointer = b.memory_pointer(b.unowned_memory(ptr, bytes, held, device), 0);
+  return pointer.release().ptr();
 }
 
-nb::object cupy_malloc(std::size_t nbytes) {
+// _cupy_malloc(nbytes), a METH_O function: the MemoryPointer, or null with the Python error set.
+PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
   cupy_bridge& b = cupy();
-  GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
-  int const device = backend().current_device();
-  std::uintptr_t const stream = cupy_current_stream(b);
-  if (stream > 2) {  // 0 null, 1 legacy, 2 per-thread: never destroyed
-    std::pair<int, std::uintptr_t> const key(device, stream);
-    auto& known = b.known_streams;
-    if (std::find(known.begin(), known.end(), key) == known.end()) {
-      b.keep_stream(device, stream);
-      known.push_back(key);
-    }
-  }
-  memory_pointer memory;
   try {
-    memory = get_context(device).memory_manager().allocate(nbytes, to_stream(stream));
-  } catch (out_of_memory const&) {
-    return b.out_of_memory(nbytes);  // Python: gc.collect(), one retry, CuPy's error
+    GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
+    std::size_t const bytes = PyLong_AsSize_t(size);
+    if (bytes == static_cast<std::size_t>(-1) && PyErr_Occurred() != nullptr) return nullptr;
+    int const device = backend().current_device();
+    std::uintptr_t const stream = cupy_current_stream(b);
+    if (stream > 2) {  // 0 null, 1 legacy, 2 per-thread: never destroyed
+      std::pair<int, std::uintptr_t> const key(device, stream);
+      auto& known = b.known_streams;
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        b.keep_stream(device, stream);
+        known.push_back(key);
+      }
+    }
+    std::exception_ptr ran_out;
+    PyObject* const owner = new_block_allocation(device, bytes, to_stream(stream), ran_out);
+    if (owner == nullptr) {
+      if (!ran_out) return nullptr;
+      return b.out_of_memory(bytes).release().ptr();  // Python: gc.collect(), one retry, CuPy's
+    }
+    auto const ptr =
+        static_cast<std::intptr_t>(reinterpret_cast<std::uintptr_t>(block_allocation_ptr(owner)));
+    return cupy_pointer(b, ptr, bytes, owner, device);
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (...) {
+    set_python_error(std::current_exception());
   }
-  std::uintptr_t const ptr = reinterpret_cast<std::uintptr_t>(memory.device_pointer());
-  nb::object owner = owner_capsule(std::move(memory));
-  return b.memory_pointer(b.unowned_memory(ptr, nbytes, owner, device), 0);
+  return nullptr;
 }
+
+PyMethodDef cupy_malloc_def = {
+    "_cupy_malloc", &cupy_malloc, METH_O,
+    "gpumem.cupy.malloc: stream-ordered on CuPy's current stream and device."};
 
 void cupy_forget_stream(int device, std::uintptr_t stream) {
   auto& known = cupy().known_streams;
@@ -112,9 +299,15 @@ void cupy_forget_stream(int device, std::uintptr_t stream) {
 void add_cupy_allocator(nb::module_& m) {
   m.def("_cupy_setup", &cupy_setup, "current_stream"_a.none(), "current_stream_fallback"_a,
         "unowned_memory"_a, "memory_pointer"_a, "keep_stream"_a, "out_of_memory"_a);
-  m.def("_cupy_malloc", &cupy_malloc, "nbytes"_a,
-        "gpumem.cupy.malloc: stream-ordered on CuPy's current stream and device.");
+  nb::object malloc =
+      nb::steal(PyCFunction_NewEx(&cupy_malloc_def, nullptr, m.attr("__name__").ptr()));
+  if (!malloc.is_valid()) throw nb::python_error();
+  m.attr("_cupy_malloc") = malloc;
   m.def("_cupy_forget_stream", &cupy_forget_stream, "device"_a, "stream"_a);
+  m.def(
+      "_cupy_fast_path", [] { return cupy().layout.valid; },
+      "Whether gpumem.cupy makes CuPy's pointer objects without calling their types (see "
+      "cupy_allocator.cpp).");
 }
 
 }  // namespace gpumem::python

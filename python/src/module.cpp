@@ -156,6 +156,7 @@ NB_MODULE(_gpumem, m) {
   using namespace gpumem;
   using namespace gpumem::python;
   nb::register_exception_translator(&translate);
+  add_block_allocation(m);
   add_numba_pointer(m);
   add_cupy_allocator(m);
   add_log_replay(m);

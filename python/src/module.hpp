@@ -34,7 +34,9 @@ pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
                                bool expandable, bool trim_before_growth);
 
-// The framework paths, each adding its functions (and types) to the module.
+// The framework paths, each adding its functions (and types) to the module; the allocation type
+// they share first (block_allocation.hpp).
+void add_block_allocation(nb::module_& m);
 void add_numba_pointer(nb::module_& m);
 void add_cupy_allocator(nb::module_& m);
 void add_log_replay(nb::module_& m);

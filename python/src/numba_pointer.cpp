@@ -7,12 +7,11 @@
 //   * the pointer: an instance of gpumem.numba._GpumemPointer made by its type's tp_new (no
 //     __init__), with `context`, `size` and `_allocation` set in C (the size object is the
 //     caller's own int, so no int is made; the class reads `_cuda_memsize_` from `size`);
-//   * its `_allocation`: a NumbaAllocation, a plain C object (not a nanobind instance, which
-//     nanobind also enters in its table of instances) that owns the memory. With the pool and
-//     async managers it holds an unowned block (memory_manager::memalloc_unowned: no owner record
-//     on the C++ side either) and its destructor queues the free on the context's deferred queue
-//     (unowned_blocks::deallocate_deferred, the EMM rule); with other managers it holds the
-//     memory_pointer memalloc returned.
+//   * its `_allocation`: a BlockAllocation (block_allocation.hpp), a plain C object that owns the
+//     memory. With the pool and async managers it holds an unowned block
+//     (memory_manager::memalloc_unowned: no owner record on the C++ side either) and its
+//     destructor queues the free on the context's deferred queue (the EMM rule); with other
+//     managers it holds the memory_pointer memalloc returned.
 // Out of memory (after the manager's own flush and retry): the `out_of_memory` callback given to
 // _numba_memalloc answers (gpumem.numba's collection, retry and Numba's error), else
 // gpumem.OutOfMemoryError. Everything runs with the GIL held, as Numba calls it.
@@ -30,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "block_allocation.hpp"
 #include "module.hpp"
 
 namespace gpumem::python {
@@ -37,105 +37,8 @@ namespace {
 
 using namespace nb::literals;
 
-// --- NumbaAllocation: the memory of one pointer ---
-
-struct numba_memory {
-  std::shared_ptr<unowned_blocks> blocks;  // set: `ptr` is an unowned block of that manager
-  memory_pointer memory;                   // otherwise the memory, or nothing (0 bytes)
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-  int device = 0;
-
-  numba_memory() = default;
-  numba_memory(numba_memory const&) = delete;
-  numba_memory& operator=(numba_memory const&) = delete;
-  ~numba_memory() {
-    // memalloc's memory goes back as memalloc's pointer would: through the deferred queue.
-    if (blocks && ptr != nullptr) blocks->deallocate_deferred(ptr, bytes);
-  }
-};
-
-struct numba_allocation {
-  PyObject ob_base;  // PyObject_HEAD
-  numba_memory memory;
-};
-
-PyTypeObject* allocation_type = nullptr;  // made by add_numba_pointer, kept for the process
-freefunc free_allocation = nullptr;       // its tp_free
-
 PyObject* no_instances(PyTypeObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_TypeError,
-                  "made by the extension only (gpumem.numba's memalloc, _numba_memalloc)");
-  return nullptr;
-}
-
-void allocation_dealloc(PyObject* self) noexcept {
-  reinterpret_cast<numba_allocation*>(self)->memory.~numba_memory();  // frees (deferred)
-  PyTypeObject* const type = Py_TYPE(self);
-  free_allocation(self);
-  Py_DECREF(type);  // instances of heap types hold their type
-}
-
-numba_memory& memory_of(PyObject* self) {
-  return reinterpret_cast<numba_allocation*>(self)->memory;
-}
-
-PyObject* allocation_ptr(PyObject* self, void*) {
-  return PyLong_FromVoidPtr(memory_of(self).ptr);
-}
-PyObject* allocation_size(PyObject* self, void*) {
-  return PyLong_FromSize_t(memory_of(self).bytes);
-}
-PyObject* allocation_device(PyObject* self, void*) {
-  return PyLong_FromLong(memory_of(self).device);
-}
-
-PyGetSetDef allocation_members[] = {
-    {"ptr", &allocation_ptr, nullptr, "The device address (0 for 0 bytes).", nullptr},
-    {"size", &allocation_size, nullptr, "The bytes allocated.", nullptr},
-    {"device", &allocation_device, nullptr, "The device ordinal.", nullptr},
-    {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-char const allocation_doc[] =
-    "Device memory of a gpumem.numba pointer (its _allocation): freed through the deferred queue "
-    "when the pointer dies.";
-
-PyType_Slot allocation_slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(&allocation_dealloc)},
-                                  {Py_tp_new, reinterpret_cast<void*>(&no_instances)},
-                                  {Py_tp_getset, allocation_members},
-                                  {Py_tp_doc, const_cast<char*>(allocation_doc)},
-                                  {0, nullptr}};
-
-PyType_Spec allocation_spec = {"gpumem._gpumem.NumbaAllocation",
-                               static_cast<int>(sizeof(numba_allocation)), 0, Py_TPFLAGS_DEFAULT,
-                               allocation_slots};
-
-// A NumbaAllocation owning `bytes` of the device's memalloc memory (a new reference), or null with
-// the Python error set; or, when the manager ran out, null with no Python error and its
-// out_of_memory in `ran_out`.
-PyObject* allocate(int device, std::size_t bytes, std::exception_ptr& ran_out) noexcept {
-  PyObject* const self = PyType_GenericAlloc(allocation_type, 0);  // zeroed; refcount 1
-  if (self == nullptr) return nullptr;
-  numba_memory* const m = new (&reinterpret_cast<numba_allocation*>(self)->memory) numba_memory();
-  try {
-    memory_manager& manager = get_context(device).memory_manager();
-    if (unowned_blocks* const blocks = manager.unowned()) {
-      std::shared_ptr<unowned_blocks> keep = blocks->shared_from_this();
-      m->ptr = manager.memalloc_unowned(bytes);
-      m->blocks = std::move(keep);
-    } else {
-      m->memory = manager.memalloc(bytes);
-      m->ptr = m->memory.device_pointer();
-    }
-    m->bytes = bytes;
-    m->device = device;
-    return self;
-  } catch (gpumem::out_of_memory const&) {
-    ran_out = std::current_exception();
-  } catch (...) {
-    set_python_error(std::current_exception());
-  }
-  Py_DECREF(self);  // owns nothing
+  PyErr_SetString(PyExc_TypeError, "made by the extension only (gpumem.numba's memalloc)");
   return nullptr;
 }
 
@@ -228,7 +131,7 @@ PyObject* memalloc_call(PyObject* self, PyObject* size) noexcept {
   std::size_t const bytes = PyLong_AsSize_t(size);
   if (bytes == static_cast<std::size_t>(-1) && PyErr_Occurred() != nullptr) return bad_size(size);
   std::exception_ptr ran_out;
-  PyObject* const allocation = allocate(s->device, bytes, ran_out);
+  PyObject* const allocation = new_block_allocation(s->device, bytes, std::nullopt, ran_out);
   if (allocation == nullptr) {
     if (!ran_out) return nullptr;
     if (s->out_of_memory != nullptr)
@@ -301,10 +204,7 @@ PyTypeObject* make_type(PyType_Spec& spec) {
 }  // namespace
 
 void add_numba_pointer(nb::module_& m) {
-  allocation_type = make_type(allocation_spec);
-  free_allocation = reinterpret_cast<freefunc>(PyType_GetSlot(allocation_type, Py_tp_free));
   memalloc_type = make_type(memalloc_spec);
-  m.attr("NumbaAllocation") = nb::borrow(reinterpret_cast<PyObject*>(allocation_type));
   m.def("_numba_memalloc", &make_memalloc, "cls"_a, "context"_a, "device"_a,
         "out_of_memory"_a.none(),
         "gpumem.numba's memalloc: a function of one argument, the size, returning a `cls` "

@@ -114,7 +114,7 @@ def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
     assert p.context is ctx and p.size == size and p._cuda_memsize_ == size
     assert p.size is size, "the caller's int is the pointer's size (no int made per call)"
     assert p.refct == 1 and p.is_managed is False and p._owner is None
-    assert type(p._allocation) is _gpumem.NumbaAllocation
+    assert type(p._allocation) is _gpumem.BlockAllocation
     assert p._allocation.size == size and p._allocation.ptr != 0 and p._allocation.device == 0
     if cls is not _Pointer:
         assert p.owner is p
@@ -140,7 +140,7 @@ def test_numba_pointer_is_made_in_c_and_frees_through_the_queue():
     with pytest.raises(ValueError):
         _gpumem._numba_memalloc(42, ctx, 0, None)
     with pytest.raises(TypeError):
-        _gpumem.NumbaAllocation()
+        _gpumem.BlockAllocation()
 
 
 def test_numba_pointer_of_a_manager_without_unowned_blocks_owns_a_memory_pointer():
@@ -221,7 +221,9 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     gpumem.set_memory_manager("pool", 0)
     mp = _gpumem._cupy_malloc(4096)
     assert isinstance(mp, _MemoryPointer) and mp.mem.size == 4096 and mp.mem.device_id == 0
-    assert mp.ptr != 0 and type(mp.mem.owner).__name__ == "PyCapsule"
+    assert mp.ptr != 0 and type(mp.mem.owner) is _gpumem.BlockAllocation
+    assert mp.mem.owner.ptr == mp.ptr and mp.mem.owner.size == 4096 and mp.mem.owner.stream == 0
+    assert not _gpumem._cupy_fast_path(), "Python stand-ins: CuPy's types are called"
     assert cupy_fakes["kept"] == [], "the null stream is never kept"
     assert gpumem.statistics(0).bytes_in_use == 4096
     del mp
