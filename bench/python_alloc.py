@@ -127,9 +127,12 @@ def case_cupy(allocator: str, iters: int, reps: int) -> dict:
         result["  of which _gpumem.allocate+drop ns"] = per_op(
             lambda: _gpumem.allocate(NBYTES, 0, dev), iters, reps)
         held = _gpumem.allocate(NBYTES, 0, dev)
-        result["  of which MemoryPointer(UnownedMemory)+drop ns"] = per_op(
+        result["  of which MemoryPointer(UnownedMemory)+drop ns (calling the types)"] = per_op(
             lambda: memory.MemoryPointer(memory.UnownedMemory(held.ptr, NBYTES, held, dev), 0),
             iters, reps)
+        # 1: malloc makes CuPy's two objects through tp_new and __init__'s stores (cheaper than
+        # the calls above); 0: it calls the types (a CuPy whose objects did not pass the check).
+        result["  fast path (CuPy's objects made in C)"] = float(_gpumem._cupy_fast_path())
     return result
 
 

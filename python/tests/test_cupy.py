@@ -55,3 +55,33 @@ def test_out_of_memory_is_cupys(cp):
 def test_pinned_memory(cp):
     x = cp.cuda.alloc_pinned_memory(1 << 16)
     assert x.ptr != 0
+
+
+def test_malloc_makes_cupys_own_pointer_objects(cp):
+    """Made through tp_new and __init__'s stores (_cupy_fast_path) or by calling the types: the
+    objects are CuPy's, with the fields CuPy reads, and the block goes back when they die."""
+    import gpumem
+    import gpumem.cupy
+    from gpumem import _gpumem
+
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        before = gpumem.statistics(0).bytes_in_use
+        mp = gpumem.cupy.malloc(12345)
+        assert type(mp) is cp.cuda.memory.MemoryPointer and type(mp.mem) is cp.cuda.memory.UnownedMemory
+        assert mp.ptr == mp.mem.ptr != 0 and mp.mem.size == 12345
+        assert mp.device_id == mp.mem.device_id == 0
+        owner = mp.mem._owner
+        assert type(owner) is _gpumem.BlockAllocation and owner.ptr == mp.ptr
+        assert owner.stream == stream.ptr and owner.size == 12345
+        assert gpumem.statistics(0).bytes_in_use == before + 12345
+        view = mp + 64  # CuPy's own arithmetic on the pointer
+        assert view.ptr == mp.ptr + 64 and view.mem is mp.mem
+        del mp, view, owner
+        assert gpumem.statistics(0).bytes_in_use == before
+        a = cp.ndarray((1000,), dtype=cp.float64)  # through cupy.cuda.alloc
+        a.fill(2.0)
+        assert float(a.sum()) == 2000.0
+    stream.synchronize()
+    print("gpumem.cupy fast path:", _gpumem._cupy_fast_path())
+    gpumem.cupy.release_stream(stream)
