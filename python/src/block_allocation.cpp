@@ -24,7 +24,7 @@ struct block_allocation {
   block_memory memory;
 };
 
-PyTypeObject* type = nullptr;  // made by add_block_allocation, kept for the process
+PyTypeObject* type = nullptr;    // made by add_block_allocation, kept for the process
 freefunc free_object = nullptr;  // its tp_free
 
 PyObject* no_instances(PyTypeObject*, PyObject*, PyObject*) {
@@ -79,8 +79,8 @@ PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(&dealloc)},
                        {Py_tp_doc, const_cast<char*>(doc)},
                        {0, nullptr}};
 
-PyType_Spec spec = {"gpumem._gpumem.BlockAllocation", static_cast<int>(sizeof(block_allocation)),
-                    0, Py_TPFLAGS_DEFAULT, slots};
+PyType_Spec spec = {"gpumem._gpumem.BlockAllocation", static_cast<int>(sizeof(block_allocation)), 0,
+                    Py_TPFLAGS_DEFAULT, slots};
 
 }  // namespace
 
