@@ -14,8 +14,10 @@ Streams: the pool keeps memory freed on a stream for that stream, so a stream mu
 destroyed while the pool holds such memory. This module keeps a reference to every CuPy stream it
 allocated on, so CuPy cannot destroy one behind the pool's back; release_stream(stream) (after the
 stream's allocations are freed) or empty_cache() gives a stream back to the pool and drops that
-reference. The null and per-thread default streams need none of this. An ExternalStream is the
-caller's: call release_stream before destroying what it wraps.
+reference. Each block allocated on such a stream holds the stream object too until its free, so
+CuPy destroys a stream only after the frees ordered on it, whichever of arrays and stream the
+program drops first. The null and per-thread default streams need none of this. An ExternalStream
+is the caller's: call release_stream before destroying what it wraps, and free its arrays first.
 
 Thread safety: as CuPy's allocator interface (any thread; the stream table is guarded by the GIL).
 This module imports cupy when imported itself; ``import gpumem`` does not.
@@ -42,10 +44,13 @@ def _raise_oom(nbytes: int, error: _GpumemOutOfMemory) -> None:
     raise _memory.OutOfMemoryError(nbytes, error.current_bytes, 0) from error
 
 
-def _keep_stream(device: int, handle: int) -> None:
+def _keep_stream(device: int, handle: int) -> Any:
     """Called by the extension the first time it allocates on a (device, stream): keeps CuPy's
-    stream object alive until release_stream."""
-    _streams[(device, handle)] = _cupy.cuda.get_current_stream()
+    stream object alive until release_stream, and returns it (each block of the stream holds it
+    too, until its free)."""
+    stream = _cupy.cuda.get_current_stream()
+    _streams[(device, handle)] = stream
+    return stream
 
 
 def _malloc_after_out_of_memory(nbytes: int) -> "_memory.MemoryPointer":
@@ -100,8 +105,8 @@ def use(pinned: bool = False) -> None:
 def release_stream(stream: Any) -> None:
     """Gives ``stream`` back: waits for it, tells the pool (which returns what it kept for the
     stream) and drops this module's reference. Arrays of the stream may outlive the call: each
-    one's free waits for the stream and keeps nothing of it, so destroy the stream only after its
-    last array is gone."""
+    one's free waits for the stream and keeps nothing of it, and each holds the stream object
+    until then, so CuPy destroys the stream after the last of them."""
     handle = stream.ptr
     for key in [k for k in _streams if k[1] == handle]:
         kept = _streams.pop(key)

@@ -22,6 +22,7 @@ namespace {
 struct block_allocation {
   PyObject ob_base;  // PyObject_HEAD
   block_memory memory;
+  PyObject* keep;  // released after the free (block_allocation_keep), or null
 };
 
 PyTypeObject* type = nullptr;    // made by add_block_allocation, kept for the process
@@ -34,7 +35,9 @@ PyObject* no_instances(PyTypeObject*, PyObject*, PyObject*) {
 }
 
 void dealloc(PyObject* self) noexcept {
-  reinterpret_cast<block_allocation*>(self)->memory.~block_memory();  // frees
+  auto* const allocation = reinterpret_cast<block_allocation*>(self);
+  allocation->memory.~block_memory();  // frees
+  Py_XDECREF(allocation->keep);
   PyTypeObject* const of = Py_TYPE(self);
   free_object(self);
   Py_DECREF(of);  // instances of heap types hold their type
@@ -115,6 +118,13 @@ PyObject* new_block_allocation(int device, std::size_t bytes, std::optional<stre
 
 void* block_allocation_ptr(PyObject* allocation) noexcept {
   return memory_of(allocation).ptr;
+}
+
+void block_allocation_keep(PyObject* allocation, PyObject* object) noexcept {
+  auto* const a = reinterpret_cast<block_allocation*>(allocation);
+  Py_INCREF(object);
+  Py_XDECREF(a->keep);
+  a->keep = object;
 }
 
 void add_block_allocation(nb::module_& m) {

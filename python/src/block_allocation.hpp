@@ -49,4 +49,8 @@ PyObject* new_block_allocation(int device, std::size_t bytes, std::optional<stre
 // The device address a BlockAllocation owns (null for 0 bytes).
 void* block_allocation_ptr(PyObject* allocation) noexcept;
 
+// Makes the allocation hold a reference to `object` (not null) until it has freed its block: the
+// framework's stream object, so that the stream outlives the frees ordered on it.
+void block_allocation_keep(PyObject* allocation, PyObject* object) noexcept;
+
 }  // namespace gpumem::python

@@ -53,9 +53,14 @@ struct cupy_bridge {
   nb::object current_stream_fallback;           // () -> the current stream's handle
   nb::object unowned_memory;                    // cupy.cuda.memory.UnownedMemory
   nb::object memory_pointer;                    // cupy.cuda.memory.MemoryPointer
-  nb::object keep_stream;                       // (device, handle): keeps CuPy's stream object
-  nb::object out_of_memory;                     // (nbytes): gc, retry, CuPy's OutOfMemoryError
-  std::vector<std::pair<int, std::uintptr_t>> known_streams;  // told to keep_stream
+  nb::object keep_stream;    // (device, handle) -> CuPy's stream object, which it keeps
+  nb::object out_of_memory;  // (nbytes): gc, retry, CuPy's OutOfMemoryError
+  struct known_stream {      // told to keep_stream
+    int device;
+    std::uintptr_t handle;
+    nb::object stream;  // CuPy's object (the module keeps it too, until release_stream)
+  };
+  std::vector<known_stream> known_streams;
   cupy_layout layout;
   nb::object no_args;  // () for tp_new
 };
@@ -260,12 +265,20 @@ PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
     if (bytes == static_cast<std::size_t>(-1) && PyErr_Occurred() != nullptr) return nullptr;
     int const device = backend().current_device();
     std::uintptr_t const stream = cupy_current_stream(b);
-    if (stream > 2) {  // 0 null, 1 legacy, 2 per-thread: never destroyed
-      std::pair<int, std::uintptr_t> const key(device, stream);
+    // Every block of a stream other than the null, legacy and per-thread ones (never destroyed)
+    // holds CuPy's stream object until its free, so that CuPy destroys the stream only after the
+    // frees ordered on it, whatever order the user drops arrays and streams in.
+    PyObject* stream_object = nullptr;
+    if (stream > 2) {
       auto& known = b.known_streams;
-      if (std::find(known.begin(), known.end(), key) == known.end()) {
-        b.keep_stream(device, stream);
-        known.push_back(key);
+      auto const it = std::find_if(known.begin(), known.end(), [&](auto const& k) {
+        return k.device == device && k.handle == stream;
+      });
+      if (it != known.end()) {
+        stream_object = it->stream.ptr();
+      } else {
+        known.push_back({device, stream, b.keep_stream(device, stream)});
+        stream_object = known.back().stream.ptr();
       }
     }
     std::exception_ptr ran_out;
@@ -274,6 +287,8 @@ PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
       if (!ran_out) return nullptr;
       return b.out_of_memory(bytes).release().ptr();  // Python: gc.collect(), one retry, CuPy's
     }
+    if (stream_object != nullptr && !Py_IsNone(stream_object))
+      block_allocation_keep(owner, stream_object);
     auto const ptr =
         static_cast<std::intptr_t>(reinterpret_cast<std::uintptr_t>(block_allocation_ptr(owner)));
     return cupy_pointer(b, ptr, bytes, owner, device);
@@ -291,7 +306,10 @@ PyMethodDef cupy_malloc_def = {
 
 void cupy_forget_stream(int device, std::uintptr_t stream) {
   auto& known = cupy().known_streams;
-  known.erase(std::remove(known.begin(), known.end(), std::make_pair(device, stream)), known.end());
+  known.erase(
+      std::remove_if(known.begin(), known.end(),
+                     [&](auto const& k) { return k.device == device && k.handle == stream; }),
+      known.end());
 }
 
 }  // namespace
