@@ -50,7 +50,7 @@ inline std::size_t pool_round_up_to(std::size_t value, std::size_t step) noexcep
 //   * the null stream: {null_stream, 0};
 //   * the per-thread default stream (one handle naming each thread's own stream): {per_thread,
 //     the calling thread's serial} (serials are never reused, unlike thread ids);
-//   * any other stream: {created, device_backend::stream_id} (cudaStreamGetId on the cuda backend).
+//   * any other stream: {created, device_backend::stream_id} (cuStreamGetId on the cuda backend).
 struct pool_stream_key {
   enum class kind : std::uint8_t { null_stream, per_thread, created };
   kind which = kind::null_stream;
