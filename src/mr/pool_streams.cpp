@@ -16,7 +16,10 @@ namespace gpumem::detail {
 // --- streams and fences --------------------------------------------------------------------------
 
 pool_stream_key pool_state::key_of(stream_handle handle) const {
-  if (handle == nullptr) return {pool_stream_key::kind::null_stream, 0};
+  // The null handle and the legacy one (1) both name the legacy default stream (of the pool's
+  // device, where its calls go: fence_locked), whichever device is current.
+  if (handle == nullptr || reinterpret_cast<std::uintptr_t>(handle) == 1)
+    return {pool_stream_key::kind::null_stream, 0};
   if (is_per_thread(handle)) return {pool_stream_key::kind::per_thread, this_thread_serial()};
   return {pool_stream_key::kind::created, backend_.stream_id(handle)};
 }
@@ -104,6 +107,9 @@ void pool_state::fence_locked(pool_stream& s) {
   if (!fenceable(s)) return;
   std::lock_guard<std::mutex> arena(s.mutex);
   if (s.unfenced_bytes == 0) return;
+  // The null and per-thread handles name the current device's stream: the pool's device must be
+  // current (callers need not make it so: selects_own_device).
+  scoped_device const on_device(backend_, device_);
   event_handle event = take_event_locked();
   try {
     backend_.record_event(event, s.handle);
@@ -137,6 +143,8 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
   std::uint64_t const upto = cut_epoch_locked(s);
   // An idle stream has finished everything queued before every free handed back up to the cut:
   // no event is needed for them.
+  ++device_queries_;
+  scoped_device const on_device(backend_, device_);  // as fence_locked
   if (!backend_.query_stream(s.handle)) return false;
   complete_all_fences_locked(s, upto);
   return true;
@@ -158,7 +166,7 @@ void pool_state::settle_locked(pool_stream& s) {
 
 bool pool_state::poll_stream_locked(pool_stream& s) {
   std::uint64_t completed = s.completed;
-  while (!s.fences.empty() && backend_.query_event(s.fences.front().event)) {
+  while (!s.fences.empty() && (++device_queries_, backend_.query_event(s.fences.front().event))) {
     completed = s.fences.front().epoch;
     spare_events_.push_back(s.fences.front().event);
     s.fences.pop_front();

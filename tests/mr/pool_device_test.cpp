@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -68,6 +69,20 @@ class two_device_backend final : public test::forwarding_backend {
     note("reserve_address_range");
     return inner_.reserve_address_range(bytes);
   }
+  // The null, legacy and per-thread handles name a stream of the current device: calls on them
+  // must be made on the pool's device. (A created stream and an event carry their device.)
+  void record_event(event_handle event, stream_handle stream) override {
+    note_on(stream, "record_event");
+    inner_.record_event(event, stream);
+  }
+  bool query_stream(stream_handle stream) override {
+    note_on(stream, "query_stream");
+    return inner_.query_stream(stream);
+  }
+  void synchronize_stream(stream_handle stream) override {
+    note_on(stream, "synchronize_stream");
+    inner_.synchronize_stream(stream);
+  }
 
   // Device calls made while device 1 was current.
   std::vector<std::string> on_wrong_device() {
@@ -79,6 +94,9 @@ class two_device_backend final : public test::forwarding_backend {
   static int& current() {
     thread_local int device = 0;
     return device;
+  }
+  void note_on(stream_handle stream, char const* call) {
+    if (reinterpret_cast<std::uintptr_t>(stream) <= 2) note(call);
   }
   void note(char const* call) {
     if (current() == 0) return;
@@ -122,6 +140,8 @@ void use_from_another_device(pool_options options) {
     void* x = pool.allocate(8 * MiB, a);
     void* y = pool.allocate(8 * MiB, b);
     void* small = pool.allocate(4 * KiB, a);
+    void* on_null = pool.allocate(6 * MiB, nullptr);  // the null stream: device 0's, not 1's
+    pool.deallocate(on_null, 6 * MiB, nullptr);
     pool.deallocate(x, 8 * MiB, a);
     pool.deallocate(y, 8 * MiB, b);
     pool.deallocate(small, 4 * KiB, a);
