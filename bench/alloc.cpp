@@ -148,9 +148,11 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         std::fprintf(
             stderr,
             "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
-            "the upstream, all threads), %llu reclaims, %llu events, %.4f lock acquisitions per "
-            "pair, held %zu B (%.2fx the sum of the traces' peaks); ms per thread min %.2f median "
-            "%.2f max %.2f, wall %.2f\n",
+            "the upstream, all threads), %llu reclaims, %llu events, %llu device queries, %.4f "
+            "lock "
+            "acquisitions per pair (large path: %.2f ms waiting, %.2f ms holding), held %zu B "
+            "(%.2fx the sum of the traces' peaks); ms per thread "
+            "min %.2f median %.2f max %.2f, wall %.2f\n",
             c.name.c_str(), spec.name.c_str(), threads, rep + 1,
             static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
             static_cast<unsigned long long>(s.upstream_deallocations -
@@ -158,8 +160,11 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
             (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
+            static_cast<unsigned long long>(s.device_queries - before.device_queries),
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
                 static_cast<double>(pairs),
+            static_cast<double>(s.large_lock_wait_ns - before.large_lock_wait_ns) * 1e-6,
+            static_cast<double>(s.large_lock_hold_ns - before.large_lock_hold_ns) * 1e-6,
             s.held_bytes, static_cast<double>(s.held_bytes) / static_cast<double>(peaks),
             own.front() * 1e3, own[own.size() / 2] * 1e3, own.back() * 1e3, runs.back() * 1e3);
       }

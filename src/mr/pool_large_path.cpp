@@ -6,6 +6,7 @@
 #include <gpumem/core/logging.hpp>
 
 #include <algorithm>
+#include <chrono>
 
 namespace gpumem::detail {
 
@@ -109,10 +110,34 @@ void pool_state::fence_large_locked(pool_stream& s) noexcept {
   }
 }
 
+namespace {
+
+using lock_clock = std::chrono::steady_clock;
+
+std::uint64_t nanoseconds_since(lock_clock::time_point start) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(lock_clock::now() - start).count());
+}
+
+// Adds the time from its construction (just after the mutex was taken) to its destruction (before
+// the mutex is released) to a counter guarded by that mutex.
+struct hold_timer {
+  std::uint64_t& total;
+  lock_clock::time_point const since = lock_clock::now();
+  hold_timer(hold_timer const&) = delete;
+  hold_timer& operator=(hold_timer const&) = delete;
+  ~hold_timer() { total += nanoseconds_since(since); }
+};
+
+}  // namespace
+
 void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream_handle stream) {
   void* p = nullptr;
   {
+    auto const asked = lock_clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
+    large_lock_wait_ns_ += nanoseconds_since(asked);
+    hold_timer const held{large_lock_hold_ns_};
     ++lock_acquisitions_;
     pool_stream& s = stream_locked(stream);
     s.refills.fetch_add(1, std::memory_order_relaxed);
@@ -136,7 +161,10 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
 
 void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t requested,
                                   stream_handle stream) noexcept {
+  auto const asked = lock_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
+  large_lock_wait_ns_ += nanoseconds_since(asked);
+  hold_timer const held{large_lock_hold_ns_};
   ++lock_acquisitions_;
   pool_stream* s = nullptr;
   try {

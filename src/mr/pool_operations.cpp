@@ -172,11 +172,14 @@ pool_statistics pool_state::statistics() const {
   st.largest_free_block = free_.largest();
   st.events_recorded = events_recorded_;
   st.events_completed = events_completed_;
+  st.device_queries = device_queries_;
   st.synchronizations = synchronizations_;
   st.upstream_allocations = upstream_allocations_;
   st.upstream_deallocations = upstream_deallocations_;
   st.invalid_deallocations = invalid_deallocations_.load();
   st.lock_acquisitions = lock_acquisitions_;
+  st.large_lock_wait_ns = large_lock_wait_ns_;
+  st.large_lock_hold_ns = large_lock_hold_ns_;
   st.reclaims = reclaims_;
   st.pages_mapped = pages_mapped_;
   st.pages_unmapped = pages_unmapped_;

@@ -68,6 +68,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   std::uint64_t own_upto = 0;
   if (fresh < need && s != nullptr && fenceable(*s) && s->extents.bytes() >= vrange_->page()) {
     own_upto = cut_epoch_locked(*s);
+    ++device_queries_;
     if (!backend_.query_stream(s->handle)) {
       if (options_.trim_before_growth && s->extents.bytes() >= need) {
         lock.unlock();

@@ -358,10 +358,13 @@ class pool_state {
   std::uint64_t retired_deallocations_ = 0;
   std::uint64_t events_recorded_ = 0;
   std::uint64_t events_completed_ = 0;
+  std::uint64_t device_queries_ = 0;  // query_event and query_stream calls (under mutex_)
   std::uint64_t synchronizations_ = 0;
   std::uint64_t upstream_allocations_ = 0;
   std::uint64_t upstream_deallocations_ = 0;
   std::uint64_t lock_acquisitions_ = 0;
+  std::uint64_t large_lock_wait_ns_ = 0;  // pool_statistics::large_lock_wait_ns
+  std::uint64_t large_lock_hold_ns_ = 0;
 
   struct tracked_block {
     std::size_t size;

@@ -48,6 +48,31 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
   pool.check_invariants();
 }
 
+TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted) {
+  // The statistics that say what limits scaling: a large block that misses its stream's extents
+  // takes the mutex (its wait and hold are timed), and memory another stream freed is handed over
+  // after asking the device whether that stream has passed the free.
+  pool_options options;
+  options.max_cached_size = 0;  // every block on the large path
+  options.chunk_size = 4 * MiB;
+  options.maximum_size = 4 * MiB;
+  pool_resource pool(upstream, options);
+  pool_statistics const start = pool.statistics();
+  EXPECT_EQ(start.large_lock_hold_ns, 0u);
+  EXPECT_EQ(start.device_queries, 0u);
+  void* const on_a = pool.allocate(4 * MiB, a);  // grows: the large path under the mutex
+  pool.deallocate(on_a, 4 * MiB, a);             // a's own until a passes the free
+  void* const on_b = pool.allocate(4 * MiB, b);  // the whole pool: b must ask about a
+  EXPECT_EQ(on_b, on_a);
+  pool_statistics const after = pool.statistics();
+  EXPECT_GT(after.lock_acquisitions, start.lock_acquisitions);
+  EXPECT_GT(after.large_lock_hold_ns, 0u);
+  EXPECT_GT(after.device_queries, 0u);
+  EXPECT_GE(after.device_queries, after.events_completed) << "each completion was asked";
+  pool.deallocate(on_b, 4 * MiB, b);
+  pool.check_invariants();
+}
+
 TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
   // Growth starts at 2 MiB and grows by half of what the pool holds: four streams that each use
   // about 1 MiB hold a few MiB, not the 32 MiB chunk_size each; an expandable pool maps its range

@@ -119,6 +119,9 @@ struct pool_statistics {
   std::uint64_t deallocations = 0;
   std::uint64_t events_recorded = 0;  // fences: one event for a whole batch of frees
   std::uint64_t events_completed = 0;
+  // Questions to the device about fences and streams (cudaEventQuery, cudaStreamQuery), each made
+  // with the pool's mutex held.
+  std::uint64_t device_queries = 0;
   std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
@@ -126,6 +129,11 @@ struct pool_statistics {
   // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
   // large blocks, flushes): per allocate+free pair, this is what limits scaling.
   std::uint64_t lock_acquisitions = 0;
+  // Of those, the large-block path's (allocate and free of a block that missed the stream's own
+  // extents): nanoseconds spent waiting for the mutex and holding it, all threads together (the
+  // hold includes a growth's upstream call, made without the mutex).
+  std::uint64_t large_lock_wait_ns = 0;
+  std::uint64_t large_lock_hold_ns = 0;
   // Misses that took back the blocks other streams had parked (quiet streams, when those parked at
   // least half of what the pool held, at most once per growth; and every stream before
   // out-of-memory).
