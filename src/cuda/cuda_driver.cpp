@@ -106,10 +106,13 @@ std::uint64_t driver_stream_id(void* stream) {
   bool const special =
       stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
   if (!special) {
-    entry_points const& d = driver();
-    if (d.stream_get_id != nullptr &&
-        d.stream_get_id(static_cast<CUstream>(stream), &id) == CUDA_SUCCESS)
-      return id;
+    cu_stream_get_id get_id = nullptr;
+    try {
+      get_id = driver().stream_get_id;
+    } catch (...) {
+      // the driver lacks another entry point: the runtime call below
+    }
+    if (get_id != nullptr && get_id(static_cast<CUstream>(stream), &id) == CUDA_SUCCESS) return id;
   }
   GPUMEM_CUDA_CHECK(cudaStreamGetId(static_cast<cudaStream_t>(stream), &id), "cudaStreamGetId");
   return id;

@@ -103,11 +103,11 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
 // completes the free without keeping the stream (pool_state::deallocate_on_released).
 //
 // The remembered cache is matched by handle, without asking the stream's id (a driver call, which
-// other threads' cudaMalloc and cudaFree can hold up): were the handle now another stream's (the
-// remembered one destroyed, a new one created at its address), the block would join the old
-// entry's stack. That is safe: the free is ordered on the stream the handle names now, which is
-// what a fence over the old entry records on, and an allocation on the new stream asks the id
-// (cache_for) and so never takes from the old entry's stack without a fence.
+// other threads' cudaMalloc and cudaFree can hold up). That rests on the pool's contract: a stream
+// is given back with release_stream before it is destroyed. A released entry never matches here
+// (its `released` flag stays set: only an allocation that finds the same id clears it), so a free
+// on a new stream created at a released one's address asks the id and gets the new stream's
+// cache, as an allocation does (cache_for).
 pool_thread_cache* cache_for_free(pool_state& pool, stream_handle stream, bool& released) {
   if (last_id == pool.id() && last_cache->stream->handle == stream &&
       !last_cache->stream->released.load(std::memory_order_relaxed))
