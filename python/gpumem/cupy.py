@@ -54,16 +54,13 @@ def _keep_stream(device: int, handle: int) -> Any:
 
 
 def _malloc_after_out_of_memory(nbytes: int) -> "_memory.MemoryPointer":
-    """The extension's out-of-memory path: gc.collect() and one retry, then CuPy's error."""
-    device = _runtime.getDevice()
-    handle = _cupy.cuda.get_current_stream().ptr
+    """The extension's out-of-memory path: gc.collect() and one retry (malloc's own path, so the
+    block holds its stream as every block does), then CuPy's error."""
     gc.collect()
     try:
-        allocation = _gpumem.allocate(nbytes, handle, device)
+        return _gpumem._cupy_malloc_no_retry(nbytes)
     except _GpumemOutOfMemory as error:
         _raise_oom(nbytes, error)
-    return _memory.MemoryPointer(
-        _memory.UnownedMemory(allocation.ptr, nbytes, allocation, device), 0)
 
 
 def _current_stream_capsule():

@@ -123,10 +123,13 @@ bool same_fields(PyObject* a, PyObject* b, Py_ssize_t size) noexcept {
                      static_cast<std::size_t>(size) - sizeof(PyObject)) == 0;
 }
 
+// The type's tp_new, or null (Python before 3.10 cannot read a slot of a static type).
 newfunc new_of(nb::handle type) noexcept {
   if (!PyType_Check(type.ptr())) return nullptr;
-  return reinterpret_cast<newfunc>(
+  auto const made = reinterpret_cast<newfunc>(
       PyType_GetSlot(reinterpret_cast<PyTypeObject*>(type.ptr()), Py_tp_new));
+  if (made == nullptr) PyErr_Clear();
+  return made;
 }
 
 // UnownedMemory(ptr, size, owner, device) made without calling the type (the layout is valid).
@@ -256,8 +259,10 @@ PyObject* cupy_pointer(cupy_bridge& b, std::intptr_t ptr, std::size_t bytes, PyO
   return pointer.release().ptr();
 }
 
-// _cupy_malloc(nbytes), a METH_O function: the MemoryPointer, or null with the Python error set.
-PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
+// malloc(nbytes): the MemoryPointer, or null with the Python error set. Out of memory (after the
+// manager's own recovery): the bridge's callback answers when `retry_in_python` (gc, one more try,
+// CuPy's error), else gpumem.OutOfMemoryError.
+PyObject* malloc_for_cupy(PyObject* size, bool retry_in_python) noexcept {
   cupy_bridge& b = cupy();
   try {
     GPUMEM_EXPECTS(b.memory_pointer.is_valid(), "gpumem.cupy: _cupy_setup was not called");
@@ -268,27 +273,29 @@ PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
     // Every block of a stream other than the null, legacy and per-thread ones (never destroyed)
     // holds CuPy's stream object until its free, so that CuPy destroys the stream only after the
     // frees ordered on it, whatever order the user drops arrays and streams in.
-    PyObject* stream_object = nullptr;
+    nb::object stream_object;
     if (stream > 2) {
       auto& known = b.known_streams;
       auto const it = std::find_if(known.begin(), known.end(), [&](auto const& k) {
         return k.device == device && k.handle == stream;
       });
       if (it != known.end()) {
-        stream_object = it->stream.ptr();
+        stream_object = it->stream;
       } else {
         known.push_back({device, stream, b.keep_stream(device, stream)});
-        stream_object = known.back().stream.ptr();
+        stream_object = known.back().stream;
       }
     }
     std::exception_ptr ran_out;
     PyObject* const owner = new_block_allocation(device, bytes, to_stream(stream), ran_out);
     if (owner == nullptr) {
       if (!ran_out) return nullptr;
-      return b.out_of_memory(bytes).release().ptr();  // Python: gc.collect(), one retry, CuPy's
+      if (retry_in_python) return b.out_of_memory(bytes).release().ptr();
+      set_python_error(ran_out);  // gpumem.OutOfMemoryError
+      return nullptr;
     }
-    if (stream_object != nullptr && !Py_IsNone(stream_object))
-      block_allocation_keep(owner, stream_object);
+    if (stream_object.is_valid() && !stream_object.is_none())
+      block_allocation_keep(owner, stream_object.ptr());
     auto const ptr =
         static_cast<std::intptr_t>(reinterpret_cast<std::uintptr_t>(block_allocation_ptr(owner)));
     return cupy_pointer(b, ptr, bytes, owner, device);
@@ -300,9 +307,21 @@ PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
   return nullptr;
 }
 
+// _cupy_malloc(nbytes) and _cupy_malloc_no_retry(nbytes), METH_O functions: gpumem.cupy.malloc,
+// and the one more try of its out-of-memory path (which raises gpumem.OutOfMemoryError).
+PyObject* cupy_malloc(PyObject*, PyObject* size) noexcept {
+  return malloc_for_cupy(size, true);
+}
+PyObject* cupy_malloc_no_retry(PyObject*, PyObject* size) noexcept {
+  return malloc_for_cupy(size, false);
+}
+
 PyMethodDef cupy_malloc_def = {
     "_cupy_malloc", &cupy_malloc, METH_O,
     "gpumem.cupy.malloc: stream-ordered on CuPy's current stream and device."};
+PyMethodDef cupy_malloc_no_retry_def = {
+    "_cupy_malloc_no_retry", &cupy_malloc_no_retry, METH_O,
+    "gpumem.cupy.malloc's last try after out of memory: raises gpumem.OutOfMemoryError."};
 
 void cupy_forget_stream(int device, std::uintptr_t stream) {
   auto& known = cupy().known_streams;
@@ -317,10 +336,11 @@ void cupy_forget_stream(int device, std::uintptr_t stream) {
 void add_cupy_allocator(nb::module_& m) {
   m.def("_cupy_setup", &cupy_setup, "current_stream"_a.none(), "current_stream_fallback"_a,
         "unowned_memory"_a, "memory_pointer"_a, "keep_stream"_a, "out_of_memory"_a);
-  nb::object malloc =
-      nb::steal(PyCFunction_NewEx(&cupy_malloc_def, nullptr, m.attr("__name__").ptr()));
-  if (!malloc.is_valid()) throw nb::python_error();
-  m.attr("_cupy_malloc") = malloc;
+  for (PyMethodDef* def : {&cupy_malloc_def, &cupy_malloc_no_retry_def}) {
+    nb::object function = nb::steal(PyCFunction_NewEx(def, nullptr, m.attr("__name__").ptr()));
+    if (!function.is_valid()) throw nb::python_error();
+    m.attr(def->ml_name) = function;
+  }
   m.def("_cupy_forget_stream", &cupy_forget_stream, "device"_a, "stream"_a);
   m.def(
       "_cupy_fast_path", [] { return cupy().layout.valid; },

@@ -199,14 +199,15 @@ class _MemoryPointer:
 
 @pytest.fixture
 def cupy_fakes():
-    state = {"stream": 0, "kept": [], "oom": []}
+    state = {"stream": 0, "kept": [], "oom": [], "object": object()}
 
     def out_of_memory(nbytes):
         state["oom"].append(nbytes)
         raise MemoryError(nbytes)
 
     _gpumem._cupy_setup(None, lambda: state["stream"], _Unowned, _MemoryPointer,
-                        lambda device, handle: state["kept"].append((device, handle)),
+                        lambda device, handle: state["kept"].append((device, handle))
+                        or state["object"],
                         out_of_memory)
     yield state
     if "gpumem.cupy" in sys.modules:  # give the real module its bridge back
@@ -231,10 +232,16 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     # A stream other than 0, 1, 2 is told to the module once (it keeps CuPy's object); 0 bytes,
     # so that the made-up handle never reaches the pool.
     cupy_fakes["stream"] = 0x5000
+    stream_object = cupy_fakes["object"]
+    refs = sys.getrefcount(stream_object)
     a, b = _gpumem._cupy_malloc(0), _gpumem._cupy_malloc(0)
     assert a.ptr == 0 and b.mem.size == 0
     assert cupy_fakes["kept"] == [(0, 0x5000)], "told once per (device, stream)"
+    assert sys.getrefcount(stream_object) == refs + 3, "the bridge's table and each block"
     _gpumem._cupy_forget_stream(0, 0x5000)
+    assert sys.getrefcount(stream_object) == refs + 2, "the blocks keep the stream object"
+    del a, b
+    assert sys.getrefcount(stream_object) == refs, "released with the blocks"
     _gpumem._cupy_malloc(0)
     assert cupy_fakes["kept"] == [(0, 0x5000)] * 2, "forgotten: told again"
     _gpumem._cupy_forget_stream(0, 0x5000)
@@ -242,6 +249,9 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     with pytest.raises(MemoryError):
         _gpumem._cupy_malloc(1 << 62)
     assert cupy_fakes["oom"] == [1 << 62]
+    with pytest.raises(gpumem.OutOfMemoryError) as caught:  # the retry's own try
+        _gpumem._cupy_malloc_no_retry(1 << 62)
+    assert caught.value.requested_bytes == 1 << 62 and cupy_fakes["oom"] == [1 << 62]
 
 
 def test_numba_manager_memalloc_makes_the_pointer_in_c_and_reports_numbas_errors():

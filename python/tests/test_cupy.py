@@ -85,3 +85,29 @@ def test_malloc_makes_cupys_own_pointer_objects(cp):
     stream.synchronize()
     print("gpumem.cupy fast path:", _gpumem._cupy_fast_path())
     gpumem.cupy.release_stream(stream)
+
+
+def test_a_stream_dropped_before_its_arrays_lives_until_their_frees(cp):
+    """Each block holds CuPy's stream object: released and dropped by the program while its
+    arrays live, the stream is destroyed only after their frees (which wait for it)."""
+    import gc
+    import weakref
+
+    import gpumem
+    import gpumem.cupy
+
+    before = gpumem.statistics(0).bytes_in_use
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        arrays = [cp.full((1 << 18,), float(i), dtype=cp.float32) for i in range(4)]
+        total = arrays[0] + arrays[3]  # a kernel still running when the stream is dropped
+    gpumem.cupy.release_stream(stream)
+    alive = weakref.ref(stream)
+    del stream
+    gc.collect()
+    assert alive() is not None, "the arrays' blocks keep the stream"
+    assert float(total[0]) == 3.0
+    del arrays, total
+    gc.collect()
+    assert alive() is None, "gone with the last block"
+    assert gpumem.statistics(0).bytes_in_use == before
