@@ -332,22 +332,44 @@ void pool_state::reset_full_drains(pool_stream& s) noexcept {
 bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
   std::lock_guard<std::mutex> arena(s.mutex);
   if (s.extents.empty() || free_.empty()) return false;
+  // A merged extent is a free extent and at most two neighbours of the stream's: none holds `size`
+  // unless the largest of each could (the common case of a large miss: nothing to walk).
+  std::size_t const own_largest = s.extents.largest();
+  if (free_.largest() + own_largest + own_largest < size) return false;
   auto const none = s.extents.extents().end();
-  for (auto it = free_.extents().begin(); it != free_.extents().end(); ++it) {
-    pool_extent const e = it->second;
-    std::uintptr_t const addr = e.start;
+  auto const merged_size = [&](pool_extent const& e) {
     std::size_t merged = e.size;
-    auto const next = s.extents.find_start(addr + e.size);
+    auto const next = s.extents.find_start(e.start + e.size);
     if (next != none && next->second.chunk == e.chunk) merged += next->second.size;
-    auto const prev = s.extents.find_end(addr);
+    auto const prev = s.extents.find_end(e.start);
     if (prev != none && prev->second.chunk == e.chunk) merged += prev->second.size;
-    if (merged == e.size || merged < size) continue;
-    // Merging with a neighbour reuses its nodes: once the erase is done the insert cannot fail.
-    free_.erase(it);
-    if (add_extent(s.extents, addr, e.size, s.epoch, e.chunk)) s.unfenced_bytes += e.size;
-    return true;
+    return merged;
+  };
+  // The free extent taken: the lowest-addressed one that merges with the stream's into `size`.
+  // Found from the smaller side: the free extents, or the free neighbours of the stream's extents.
+  auto const free_end = free_.extents().end();
+  auto found = free_end;
+  if (free_.count() <= s.extents.count()) {
+    for (auto it = free_.extents().begin(); it != free_end && found == free_end; ++it) {
+      std::size_t const merged = merged_size(it->second);
+      if (merged != it->second.size && merged >= size) found = it;
+    }
+  } else {
+    for (auto const& own : s.extents.extents()) {
+      pool_extent const& o = own.second;
+      for (auto const candidate : {free_.find_start(o.start + o.size), free_.find_end(o.start)}) {
+        if (candidate == free_end || candidate->second.chunk != o.chunk) continue;
+        if (found != free_end && found->second.start <= candidate->second.start) continue;
+        if (merged_size(candidate->second) >= size) found = candidate;
+      }
+    }
   }
-  return false;
+  if (found == free_end) return false;
+  pool_extent const e = found->second;
+  // Merging with a neighbour reuses its nodes: once the erase is done the insert cannot fail.
+  free_.erase(found);
+  if (add_extent(s.extents, e.start, e.size, s.epoch, e.chunk)) s.unfenced_bytes += e.size;
+  return true;
 }
 
 bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
