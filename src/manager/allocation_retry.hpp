@@ -20,23 +20,21 @@ struct retry_outcome {
   bool retried = false;
 };
 
-// What comes between a failed allocation of `bytes` and its one retry (see above).
-inline void prepare_retry(context& ctx, std::size_t bytes,
-                          std::function<bool(std::size_t)> const& on_out_of_memory) {
-  run_out_of_memory_handlers(ctx.device(), bytes);
-  ctx.pending_deallocations().flush();
-  if (on_out_of_memory) on_out_of_memory(bytes);
-}
-
-template <class Allocate>
-auto allocate_with_retry(context& ctx, std::size_t bytes, Allocate&& allocate,
-                         std::function<bool(std::size_t)> const& on_out_of_memory = {},
-                         retry_outcome* outcome = nullptr) -> decltype(allocate()) {
+// before_recovery() runs once the first try has failed, before the handlers (a caller that
+// skipped making the device current for the try makes it current there).
+template <class Allocate, class BeforeRecovery = void (*)()>
+auto allocate_with_retry(
+    context& ctx, std::size_t bytes, Allocate&& allocate,
+    std::function<bool(std::size_t)> const& on_out_of_memory = {}, retry_outcome* outcome = nullptr,
+    BeforeRecovery&& before_recovery = [] {}) -> decltype(allocate()) {
   try {
     return allocate();
   } catch (out_of_memory const&) {
     if (bytes > max_allocation_bytes) throw;
-    prepare_retry(ctx, bytes, on_out_of_memory);
+    before_recovery();
+    run_out_of_memory_handlers(ctx.device(), bytes);
+    ctx.pending_deallocations().flush();
+    if (on_out_of_memory) on_out_of_memory(bytes);
   }
   if (outcome != nullptr) outcome->retried = true;
   return allocate();

@@ -85,26 +85,23 @@ class block_state final : public unowned_blocks {
 
 namespace {
 
-// `bytes` from `resource` on `stream` on the context's device, retried once after the
+// `bytes` from the blocks' resource on `stream` on the context's device, retried once after the
 // out-of-memory flush, and counted. The device is made current around the resource's call unless
 // the resource selects it itself (a pool: that saves a cudaGetDevice per call), and always for the
 // recovery before the retry.
-void* counted_allocate(context& ctx, memory_resource& resource, detail::usage_counters& counters,
+void* counted_allocate(context& ctx, detail::block_state const& blocks,
                        resource_memory_manager::hooks const& callbacks, std::size_t bytes,
                        stream_handle stream) {
   std::optional<detail::scoped_device> on_device;
-  if (!resource.selects_own_device()) on_device.emplace(ctx.device());
-  try {
-    void* const ptr = resource.allocate(bytes, stream);
-    counters.on_allocate(bytes, false);
-    return ptr;
-  } catch (out_of_memory const&) {
-    if (bytes > max_allocation_bytes) throw;
-  }
-  if (!on_device) on_device.emplace(ctx.device());
-  detail::prepare_retry(ctx, bytes, callbacks.on_out_of_memory);
-  void* const ptr = resource.allocate(bytes, stream);
-  counters.on_allocate(bytes, true);
+  auto const make_current = [&] {
+    if (!on_device) on_device.emplace(ctx.device());
+  };
+  if (!blocks.selects_device) make_current();
+  detail::retry_outcome outcome;
+  void* const ptr = detail::allocate_with_retry(
+      ctx, bytes, [&] { return blocks.resource->allocate(bytes, stream); },
+      callbacks.on_out_of_memory, &outcome, make_current);
+  blocks.counters->on_allocate(bytes, outcome.retried);
   return ptr;
 }
 
@@ -240,14 +237,14 @@ tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
 memory_pointer resource_memory_manager::memalloc(std::size_t bytes) {
   context& ctx = owning_context();
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
-  void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, nullptr);
+  void* const ptr = counted_allocate(ctx, *blocks_, hooks_, bytes, nullptr);
   return adopt_block(ctx, blocks_, ptr, bytes, nullptr, /*deferred=*/true);  // see above
 }
 
 memory_pointer resource_memory_manager::allocate(std::size_t bytes, stream_handle stream) {
   context& ctx = owning_context();
   if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
-  void* const ptr = counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
+  void* const ptr = counted_allocate(ctx, *blocks_, hooks_, bytes, stream);
   return adopt_block(ctx, blocks_, ptr, bytes, stream, /*deferred=*/false);
 }
 
@@ -258,7 +255,7 @@ unowned_blocks* resource_memory_manager::unowned() const noexcept {
 void* resource_memory_manager::allocate_unowned(std::size_t bytes, stream_handle stream) {
   if (bytes == 0) return nullptr;
   context& ctx = owning_context();
-  return counted_allocate(ctx, *resource_, *counters_, hooks_, bytes, stream);
+  return counted_allocate(ctx, *blocks_, hooks_, bytes, stream);
 }
 
 // memalloc's allocation (the null stream, no wait: see memalloc); unowned()->deallocate_deferred
