@@ -132,17 +132,23 @@ newfunc new_of(nb::handle type) noexcept {
   return made;
 }
 
+// An instance of `type` made by its tp_new alone (every field None or 0), or null with the Python
+// error set; `held`, a reference the caller gives up to the instance, is released then.
+PyObject* new_instance(newfunc make, nb::object const& type, cupy_bridge const& b,
+                       PyObject* held) noexcept {
+  PyObject* const made =
+      make(reinterpret_cast<PyTypeObject*>(type.ptr()), b.no_args.ptr(), nullptr);
+  if (made == nullptr) Py_DECREF(held);
+  return made;
+}
+
 // UnownedMemory(ptr, size, owner, device) made without calling the type (the layout is valid).
 // Takes `owner`'s reference. Null with the Python error set.
 PyObject* fast_memory(cupy_bridge const& b, std::intptr_t ptr, std::size_t size, PyObject* owner,
                       int device) noexcept {
   cupy_layout const& l = b.layout;
-  PyObject* const memory = l.new_memory(reinterpret_cast<PyTypeObject*>(b.unowned_memory.ptr()),
-                                        b.no_args.ptr(), nullptr);
-  if (memory == nullptr) {
-    Py_DECREF(owner);
-    return nullptr;
-  }
+  PyObject* const memory = new_instance(l.new_memory, b.unowned_memory, b, owner);
+  if (memory == nullptr) return nullptr;
   store(memory, l.memory_ptr, ptr);
   store(memory, l.memory_size, size);
   store(memory, l.memory_device, device);
@@ -154,12 +160,8 @@ PyObject* fast_memory(cupy_bridge const& b, std::intptr_t ptr, std::size_t size,
 PyObject* fast_pointer(cupy_bridge const& b, PyObject* memory, std::intptr_t ptr,
                        int device) noexcept {
   cupy_layout const& l = b.layout;
-  PyObject* const pointer = l.new_pointer(reinterpret_cast<PyTypeObject*>(b.memory_pointer.ptr()),
-                                          b.no_args.ptr(), nullptr);
-  if (pointer == nullptr) {
-    Py_DECREF(memory);
-    return nullptr;
-  }
+  PyObject* const pointer = new_instance(l.new_pointer, b.memory_pointer, b, memory);
+  if (pointer == nullptr) return nullptr;
   store(pointer, l.pointer_ptr, ptr);
   store(pointer, l.pointer_device, device);
   store_object(pointer, l.pointer_mem, memory);
