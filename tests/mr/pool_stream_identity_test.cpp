@@ -59,6 +59,42 @@ TEST(pool_stream_identity, a_stream_at_a_reused_handle_inherits_nothing) {
   backend().destroy_stream(s);
 }
 
+// A free finds the thread's last cache by handle, without asking the stream's id: a released
+// entry never matches so. Thread `a` last used the old stream, which another thread releases and
+// destroys (a new stream gets its address); `a` then frees a block allocated on the new stream,
+// and the block joins the new stream, which reuses it at once.
+TEST(pool_stream_identity, a_free_at_a_released_streams_handle_goes_to_the_new_stream) {
+  recycled_device device;
+  stream_handle const s = backend().create_stream(true);
+  {
+    cuda_resource upstream;
+    pool_resource pool(upstream, pool_options{});
+    std::size_t const bytes = 4 * KiB;
+    std::promise<void> used_old;
+    std::promise<void*> block_of_new;
+    std::future<void*> reused = std::async(std::launch::async, [&] {
+      pool.deallocate(pool.allocate(bytes, s), bytes, s);  // a's last cache: the old stream's
+      used_old.set_value();
+      void* const block = block_of_new.get_future().get();
+      pool.deallocate(block, bytes, s);
+      void* const again = pool.allocate(bytes, s);
+      pool.deallocate(again, bytes, s);
+      return again;
+    });
+    used_old.get_future().get();
+    backend().synchronize_stream(s);
+    pool.release_stream(s);
+    device.recycler->recycle(s);  // released and gone; a new stream has its address
+    void* const block = pool.allocate(bytes, s);
+    block_of_new.set_value(block);
+    EXPECT_EQ(reused.get(), block) << "the free did not go to the new stream";
+    pool.check_invariants();
+    backend().synchronize_stream(s);
+    pool.release_stream(s);
+  }
+  backend().destroy_stream(s);
+}
+
 TEST(pool_stream_identity, released_streams_leave_no_entries_behind) {
   test::scoped_backend device(512 * MiB);
   cuda_resource upstream;
