@@ -102,22 +102,11 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
   auto const it = free_.best_fit_batch(size, want);
   if (it != free_.extents().end()) {
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
-    std::size_t slab = std::min(it->second.size, std::max(n * size, pool_slab_bytes));
-    std::uintptr_t const base = it->second.start;
-    if (slab > n * size) {
-      // The rest goes to the stream first: that insert may fail (then the slab is just the
-      // batch), the take below cannot.
+    std::uintptr_t base = 0;
+    {
       std::lock_guard<std::mutex> arena(s.mutex);
-      try {
-        if (add_extent(s.extents, base + n * size, slab - n * size, s.epoch, it->second.chunk))
-          s.unfenced_bytes += slab - n * size;
-        else
-          slab = n * size;
-      } catch (std::exception const&) {
-        slab = n * size;
-      }
+      base = take_slab_held(it, n * size, pool_slab_bytes, s);
     }
-    free_.take(it, slab);
     bin.push_run(base, n, size);
     return n;
   }

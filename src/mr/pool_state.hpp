@@ -178,8 +178,17 @@ class pool_state {
   bool add_extent(pool_extent_set& set, std::uintptr_t addr, std::size_t size, std::uint64_t epoch,
                   pool_chunk* chunk);
   // Best fit for `size` over `s`'s extents and the free ones (the smaller fit wins); takes `s`'s
-  // lock. 0 if none fits.
+  // lock. 0 if none fits. A large block (above max_cached_size) taken from a free extent brings a
+  // slab of it to `s` (large_slab_locked).
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
+  // Takes `size` bytes from the start of the free extent `it` for `s` (whose lock the caller
+  // holds), and with them up to `slab` bytes of it into `s`'s extents (only `size` if that insert
+  // fails). Returns their address. Never throws.
+  std::uintptr_t take_slab_held(pool_extent_set::map::iterator it, std::size_t size,
+                                std::size_t slab, pool_stream& s) noexcept;
+  // The slab a large miss of `size` bytes takes from a free extent (at least `size`): a stream's
+  // growth step, or its share of the pool (held_ / streams) if that is less.
+  std::size_t large_slab_locked(std::size_t size) const noexcept;
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));
   }
@@ -245,6 +254,10 @@ class pool_state {
   // The preferred growth: chunk_size for each stream short since the last growth, held to
   // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
+  // The growth step for one stream: half of what the pool holds (2 MiB at least), at most
+  // chunk_size; for a chunked pool, at least the largest block it has grown for (at most eight
+  // chunk_size).
+  std::size_t stream_growth_step_locked() const noexcept;
   // Counts `bytes` just added to the pool by a growth.
   void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
@@ -254,6 +267,11 @@ class pool_state {
   // without the mutex, as trim_unlocked does.)
   std::size_t trim_locked(pool_stream* stream = nullptr, bool shrink_range = true,
                           std::vector<pool_retired_chunk>* later = nullptr);
+  // Gives back `chunk` if it is wholly free (see trim_locked; before a growth, at its second
+  // sighting); the bytes given back. The chunk is gone when that is not 0. With `later`, it must
+  // have room for one more entry.
+  std::size_t trim_chunk_locked(pool_chunk& chunk, pool_stream* stream,
+                                std::vector<pool_retired_chunk>* later);
   // trim_locked(stream, false) before a growth, with `lock` released while the upstream takes the
   // chunks back (cudaFree waits for the whole device: no other thread may wait for the mutex
   // meanwhile). The pool's state may have changed when it returns.
@@ -332,7 +350,8 @@ class pool_state {
   std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_
   std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
   pool_large_blocks large_blocks_;
-  std::size_t growing_ = 0;  // bytes being taken from the upstream with mutex_ released
+  std::size_t largest_growth_ = 0;  // the largest request (rounded) that reached grow()
+  std::size_t growing_ = 0;         // bytes being taken from the upstream with mutex_ released
   // Expandable pools: the range, and its chunk in chunks_ (null while it is empty): the part of
   // the range in use, from its base, in which the pages of holes_ are not mapped. Growth takes
   // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range

@@ -171,9 +171,11 @@ TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_o
     EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
     EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);
     up.refusing = false;
-    void* on_b = pool.allocate(2 * MiB, b);  // 24 MiB wanted; the share is 50 / 3 -> 16 MiB
+    // 24 MiB wanted; the share is 50 / 3 -> 16 MiB. (A smaller block would take a slab of b's
+    // growth step, 8 MiB, for b's next blocks.)
+    void* on_b = pool.allocate(8 * MiB, b);
     ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB}));
-    void* fill = pool.allocate(14 * MiB, a);  // fits: 1 MiB left
+    void* fill = pool.allocate(8 * MiB, a);  // fits: 1 MiB left
     up.refusing = true;
     EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);  // c short again
     up.refusing = false;
@@ -181,13 +183,37 @@ TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_o
     void* small = pool.allocate(2 * MiB, a);  // 16 MiB wanted for a and c: refused; one chunk
     ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB, 8 * MiB}));
     pool.deallocate(small, 2 * MiB, a);
-    pool.deallocate(fill, 14 * MiB, a);
+    pool.deallocate(fill, 8 * MiB, a);
     pool.deallocate(most, 49 * MiB, a);
-    pool.deallocate(on_b, 2 * MiB, b);
+    pool.deallocate(on_b, 8 * MiB, b);
     pool.check_invariants();
     pool.release_stream(c);
   }
   backend().destroy_stream(c);
+}
+
+TEST_F(pool_test, a_chunked_pool_grows_by_at_least_the_largest_block_it_has_grown_for) {
+  // Chunks never merge: a chunk smaller than the workload's largest blocks cannot serve them. Once
+  // the pool has grown for a block, later growths take at least that much (at most eight
+  // chunk_size), so that every chunk can serve every block.
+  pool_options options;
+  options.max_cached_size = 0;
+  options.chunk_size = 4 * MiB;
+  pool_resource pool(upstream, options);
+  void* big = pool.allocate(20 * MiB, a);
+  EXPECT_EQ(pool.statistics().held_bytes, 20 * MiB);
+  void* small = pool.allocate(2 * MiB, a);  // the step would be chunk_size: 20 MiB instead
+  EXPECT_EQ(pool.statistics().held_bytes, 40 * MiB);
+  void* bigger = pool.allocate(40 * MiB, a);  // 40 MiB: more than eight chunk_size
+  EXPECT_EQ(pool.statistics().held_bytes, 80 * MiB);
+  void* again = pool.allocate(20 * MiB, a);  // 18 MiB free: a step of 32 MiB (the cap)
+  EXPECT_EQ(pool.statistics().held_bytes, 112 * MiB);
+  pool.check_invariants();
+  pool.deallocate(again, 20 * MiB, a);
+  pool.deallocate(bigger, 40 * MiB, a);
+  pool.deallocate(small, 2 * MiB, a);
+  pool.deallocate(big, 20 * MiB, a);
+  pool.check_invariants();
 }
 
 }  // namespace

@@ -48,6 +48,39 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
   pool.check_invariants();
 }
 
+TEST_F(pool_test, a_large_miss_takes_a_slab_of_the_free_memory_for_the_streams_next_blocks) {
+  // With more than one stream, a large block that misses its stream's extents and is carved from
+  // the free ones takes a slab with it (the stream's growth step, at most its share of the pool):
+  // the stream's next blocks come from its own extents under its lock alone, and streams carving
+  // one free extent block by block do not interleave their blocks. A pool used from one stream
+  // carves the block alone.
+  pool_options options;
+  options.max_cached_size = 0;  // every block on the large path
+  options.initial_size = 64 * MiB;
+  options.chunk_size = 16 * MiB;
+  pool_resource pool(upstream, options);
+  void* on_b = pool.allocate(4 * MiB, b);  // one stream so far: the block alone
+  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
+  void* first = pool.allocate(2 * MiB, a);  // a miss: 2 MiB and a slab of 14 more for a
+  pool_statistics const after_miss = pool.statistics();
+  EXPECT_EQ(after_miss.stream_bytes, 14 * MiB);
+  EXPECT_EQ(after_miss.free_bytes, 44 * MiB);
+  std::vector<void*> next;
+  for (int i = 0; i < 7; ++i)
+    next.push_back(pool.allocate(2 * MiB, a));
+  pool_statistics const after_next = pool.statistics();
+  EXPECT_EQ(after_next.lock_acquisitions, after_miss.lock_acquisitions)
+      << "the next blocks come from a's slab without the pool's mutex";
+  EXPECT_EQ(after_next.stream_bytes, 0u);
+  EXPECT_EQ(after_next.free_bytes, 44 * MiB);
+  pool.check_invariants();
+  pool.deallocate(on_b, 4 * MiB, b);
+  for (void* p : next)
+    pool.deallocate(p, 2 * MiB, a);
+  pool.deallocate(first, 2 * MiB, a);
+  pool.check_invariants();
+}
+
 TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted) {
   // The statistics that say what limits scaling: a large block that misses its stream's extents
   // takes the mutex (its wait and hold are timed), and memory another stream freed is handed over
