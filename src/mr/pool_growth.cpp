@@ -57,10 +57,10 @@ std::size_t pool_state::stream_growth_step_locked() const noexcept {
   if (vrange_ != nullptr) return young;  // one range: no chunk boundary splits its memory
   // Chunks are never merged: a chunk smaller than the largest block the pool has grown for cannot
   // serve such a block, so a trim before the next such growth gives it back and a growth for the
-  // next smaller blocks takes another (with 16 threads on blocks of 1-64 MiB, 20-190 upstream
+  // next smaller blocks takes another (with 16 threads on blocks of 1-64 MiB, 11-187 upstream
   // frees per run, each a cudaFree that waits for the device). Chunks at least that large, up to
   // pool_growth_floor_chunks × chunk_size, serve every block of the workload: on an H100, 16
-  // threads, that trace made no upstream frees after its first run and ran 1.2-1.7x faster.
+  // threads, that trace made no upstream free in a timed run and ran 1.2-1.7x faster.
   std::size_t const most =
       options_.chunk_size > std::numeric_limits<std::size_t>::max() / 2 / pool_growth_floor_chunks
           ? std::numeric_limits<std::size_t>::max() / 2
