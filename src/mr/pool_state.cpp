@@ -250,9 +250,14 @@ std::size_t pool_state::large_slab_locked(std::size_t size) const noexcept {
   // the block goes alone (on an H100 a slab there made the training trace hold 1.53x its peak
   // instead of 1.41x).
   if (streams_.size() < 2) return size;
+  // Near maximum_size, memory moved to one stream would only make another stream's miss reclaim it
+  // (a fence or a wait): the block goes alone there too.
+  std::size_t const step = stream_growth_step_locked();
+  std::size_t const taken = held_ + growing_;
+  if (taken >= options_.maximum_size || options_.maximum_size - taken < step) return size;
   std::size_t const share =
       held_ / std::max<std::size_t>(1, streams_.size()) / pool_granularity * pool_granularity;
-  return std::max(size, std::min(share, stream_growth_step_locked()));
+  return std::max(size, std::min(share, step));
 }
 
 // The slow path for one block, with mutex_ held, cheapest and least disruptive first (own_tried:

@@ -81,6 +81,27 @@ TEST_F(pool_test, a_large_miss_takes_a_slab_of_the_free_memory_for_the_streams_n
   pool.check_invariants();
 }
 
+TEST_F(pool_test, a_pool_that_cannot_grow_a_step_more_carves_large_misses_without_a_slab) {
+  // At maximum_size, a slab moved to one stream would only make the next stream's miss reclaim
+  // it (a fence, or a wait for the stream): the block goes alone.
+  pool_options options;
+  options.max_cached_size = 0;
+  options.initial_size = 64 * MiB;
+  options.maximum_size = 64 * MiB;
+  options.chunk_size = 16 * MiB;
+  pool_resource pool(upstream, options);
+  void* on_b = pool.allocate(4 * MiB, b);
+  void* on_a = pool.allocate(2 * MiB, a);
+  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
+  void* rest = pool.allocate(58 * MiB, b);  // all that is left, without reclaiming a's
+  EXPECT_EQ(pool.statistics().reclaims, 0u);
+  pool.check_invariants();
+  pool.deallocate(rest, 58 * MiB, b);
+  pool.deallocate(on_a, 2 * MiB, a);
+  pool.deallocate(on_b, 4 * MiB, b);
+  pool.check_invariants();
+}
+
 TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted) {
   // The statistics that say what limits scaling: a large block that misses its stream's extents
   // takes the mutex (its wait and hold are timed), and memory another stream freed is handed over

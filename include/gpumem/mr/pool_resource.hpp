@@ -208,19 +208,19 @@ struct pool_statistics {
 // A miss (no fit for a block) tries, in order, under the stream's lock alone: its extents; a block
 // of a larger class cut up; its cold class lists merged back (those not used since its previous
 // miss); all of its lists (at most 8 times per growth it makes). Then under the pool's mutex: a
-// slab of the free extents (for a block above max_cached_size on a pool used from more than one
-// stream, the block and the stream's growth step with it, at most its share of the pool: its next
-// blocks need no mutex, and streams do not interleave their blocks in one extent); free extents
-// adjacent to its own merged into them; completed fences of
-// every stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before
+// slab of the free extents (for a block above max_cached_size, on a pool used from more than one
+// stream with room to grow a step, the block and the stream's growth step with it, at most its
+// share of the pool: its next blocks need no mutex, and streams do not interleave their blocks in
+// one extent); free extents adjacent to its own merged into them; completed fences of every
+// stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before
 // growing only from streams that have not allocated since the pool last grew (quiet: done, or only
 // freeing) and only when those park at least half of what the pool holds (at most once per
 // growth): taking blocks from a stream that is still allocating only moves the miss to it, so
 // the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
 // every chunk found unused by this growth and an earlier one (free, or free but for extents of the
 // calling stream) goes back to the upstream (only chunks with a free extent at their base are
-// looked at). An expandable pool grows by moving the memory under
-// whole free pages of its range to where the request fits (pool_options::expandable). A pool too
+// looked at). An expandable pool grows by moving the memory under whole free pages of its range
+// to where the request fits (pool_options::expandable). A pool too
 // tight for its workload would merge its lists back on almost every miss (and then carve the
 // merged memory up again): after 8 such misses under the mutex since the last growth, the next one
 // grows the pool instead (still within maximum_size, still trimming first). A growth takes
