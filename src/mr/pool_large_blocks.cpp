@@ -16,8 +16,8 @@ pool_large_blocks::pool_large_blocks() : shards_(std::make_unique<shard[]>(shard
 pool_large_blocks::~pool_large_blocks() = default;
 
 pool_large_blocks::shard& pool_large_blocks::shard_of(std::uintptr_t addr) noexcept {
-  static_assert(shard_count == 256, "the shift below takes 8 bits");
-  return shards_[((addr >> 26) * golden) >> 56];
+  static_assert(shard_count == 4096, "the shift below takes 12 bits");
+  return shards_[((addr >> 24) * golden) >> 52];
 }
 
 std::size_t pool_large_blocks::home(std::uintptr_t addr, std::size_t capacity) noexcept {

@@ -326,10 +326,16 @@ class pool_state {
   enum class closed_state : unsigned char { open, give_back_at_destruction, abandon };
   std::atomic<closed_state> closed_{closed_state::open};
   std::atomic<std::uint64_t> closed_frees_{0};
+  // Read by every large allocate or free without mutex_ (and seldom written): kept off the lines
+  // that a miss writes under mutex_.
+  std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_
+  std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
+  pool_large_blocks large_blocks_;
+  std::unique_ptr<pool_vrange> vrange_;  // expandable pools: the range (set at construction)
 
   // On its own cache line: every allocate/deallocate of every thread reads the fields above (id,
-  // options, flush_request_), and a lock word on the same line would turn each refill or overflow
-  // into a cache miss for all the other threads.
+  // options, flush_request_, the large blocks' shards), and a lock word on the same line would turn
+  // each refill or overflow into a cache miss for all the other threads.
   alignas(64) mutable std::mutex mutex_;
   std::map<std::uintptr_t, pool_chunk> chunks_;  // changed with chunks_mutex_ held as well
   pool_extent_set free_;                         // extents free for every stream
@@ -347,16 +353,12 @@ class pool_state {
   std::uint64_t reclaims_since_growth_ = 0;
   std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
-  std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_
-  std::atomic<std::size_t> stream_count_{0};  // streams_.size(), readable without mutex_
-  pool_large_blocks large_blocks_;
   std::size_t largest_growth_ = 0;  // the largest request (rounded) that reached grow()
   std::size_t growing_ = 0;         // bytes being taken from the upstream with mutex_ released
-  // Expandable pools: the range, and its chunk in chunks_ (null while it is empty): the part of
-  // the range in use, from its base, in which the pages of holes_ are not mapped. Growth takes
+  // Expandable pools: the range's chunk in chunks_ (null while it is empty): the part of the range
+  // (vrange_) in use, from its base, in which the pages of holes_ are not mapped. Growth takes
   // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range
   // while a growth is mapping), so the two never wait for each other in opposite orders.
-  std::unique_ptr<pool_vrange> vrange_;
   std::mutex vrange_mutex_;
   pool_chunk* vrange_chunk_ = nullptr;
   // Whole pages of the range's chunk with nothing mapped (never at its end: the chunk ends before).
