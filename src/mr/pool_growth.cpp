@@ -17,9 +17,10 @@ namespace {
 constexpr std::size_t growth_rounding = 2 * MiB;
 // Trims before a growth that must find a chunk unused before it goes back.
 constexpr std::uint32_t pool_trim_sightings = 2;
-// A chunked pool's growth step is at least the largest block it has grown for, up to this many
-// chunk_size.
+// A chunked pool's growth step is at least the largest block it has grown for lately (in the last
+// pool_growth_floor_period to twice that many growths), up to this many chunk_size.
 constexpr std::size_t pool_growth_floor_chunks = 8;
+constexpr std::uint64_t pool_growth_floor_period = 16;
 
 }  // namespace
 
@@ -51,21 +52,31 @@ std::size_t pool_state::growth_step_locked() const noexcept {
 std::size_t pool_state::stream_growth_step_locked() const noexcept {
   // A young pool grows by half of what it holds (2 MiB at first), up to chunk_size: a workload
   // of a few MiB holds a few MiB, and a large one reaches chunk_size steps in a few growths.
-  std::size_t const young =
-      std::min(options_.chunk_size,
-               std::max(growth_rounding, held_ / 2 / growth_rounding * growth_rounding));
+  std::size_t const young = std::min(
+      chunk_bytes(), std::max(growth_rounding, held_ / 2 / growth_rounding * growth_rounding));
   if (vrange_ != nullptr) return young;  // one range: no chunk boundary splits its memory
   // Chunks are never merged: a chunk smaller than the largest block the pool has grown for cannot
   // serve such a block, so a trim before the next such growth gives it back and a growth for the
   // next smaller blocks takes another (with 16 threads on blocks of 1-64 MiB, 11-187 upstream
   // frees per run, each a cudaFree that waits for the device). Chunks at least that large, up to
   // pool_growth_floor_chunks × chunk_size, serve every block of the workload: on an H100, 16
-  // threads, that trace made no upstream free in a timed run and ran 1.2-1.7x faster.
+  // threads, that trace made no upstream free in a timed run and ran 1.2-1.7x faster. The floor
+  // follows the blocks of the last growths (and trim() clears it): a pool that once grew for a
+  // large block and now serves small ones steps by half of what it holds again.
   std::size_t const most =
-      options_.chunk_size > std::numeric_limits<std::size_t>::max() / 2 / pool_growth_floor_chunks
+      chunk_bytes() > std::numeric_limits<std::size_t>::max() / 2 / pool_growth_floor_chunks
           ? std::numeric_limits<std::size_t>::max() / 2
-          : options_.chunk_size * pool_growth_floor_chunks;
-  return std::max(young, pool_round_up_to(std::min(largest_growth_, most), growth_rounding));
+          : chunk_bytes() * pool_growth_floor_chunks;
+  return std::max(young, pool_round_up_to(std::min(growth_floor_, most), growth_rounding));
+}
+
+void pool_state::note_growth_request_locked(std::size_t need) noexcept {
+  growth_floor_ = std::max(growth_floor_, need);
+  growth_floor_next_ = std::max(growth_floor_next_, need);
+  if (upstream_allocations_ % pool_growth_floor_period == 0) {
+    growth_floor_ = growth_floor_next_;
+    growth_floor_next_ = 0;
+  }
 }
 
 bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s) {
@@ -73,12 +84,15 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool
   if (vrange_ != nullptr && grow_range(lock, size, s)) return true;
   std::size_t const need = pool_round_up(size);
   std::size_t const taken = held_ + growing_;  // growing_: other threads' growth in flight
-  if (taken > options_.maximum_size || options_.maximum_size - taken < need) return false;
+  if (taken > options_.maximum_size || options_.maximum_size - taken < need) {
+    growth_refused_ = true;
+    return false;
+  }
   std::size_t const room = options_.maximum_size - taken;
   std::size_t const fitted = std::min(pool_round_up_to(need, growth_rounding), room);
   std::size_t const preferred = std::min(std::max(growth_step_locked(), fitted), room);
   // Refused (the device nearly full): one chunk, then the request alone.
-  std::size_t const one_chunk = std::min(std::max(options_.chunk_size, fitted), preferred);
+  std::size_t const one_chunk = std::min(std::max(chunk_bytes(), fitted), preferred);
   // The upstream's call (a cudaMalloc takes tens to hundreds of microseconds) runs without the
   // pool's mutex; the bytes are counted in growing_ meanwhile, so that concurrent growth respects
   // the maximum size.
@@ -115,8 +129,11 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool
   }
   lock.lock();
   growing_ -= preferred;
-  if (p == nullptr) return false;
-  if (s != nullptr) largest_growth_ = std::max(largest_growth_, need);  // not initial_size
+  if (p == nullptr) {
+    growth_refused_ = true;
+    return false;
+  }
+  if (s != nullptr) note_growth_request_locked(need);  // not initial_size
   auto const base = reinterpret_cast<std::uintptr_t>(p);
   try {
     std::unique_lock<std::shared_mutex> chunks(chunks_mutex_);
@@ -151,6 +168,7 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   peak_held_ = std::max(peak_held_, held_);
   misses_since_growth_ = 0;
   reclaims_since_growth_ = 0;
+  growth_refused_ = false;
   // A stream is quiet until it allocates again.
   for (auto& entry : streams_)
     entry.second->refills_seen = entry.second->refills.load(std::memory_order_relaxed);

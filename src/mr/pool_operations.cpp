@@ -53,6 +53,7 @@ std::size_t pool_state::trim() {
   poll_locked();
   std::size_t const trimmed = trim_locked();
   reap_retired_locked();
+  growth_floor_ = growth_floor_next_ = 0;  // chunks as large as the blocks to come, not gone ones
   return trimmed;
 }
 

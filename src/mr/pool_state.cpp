@@ -215,8 +215,8 @@ std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
   if (has_own && (!has_any || own->second.size <= any->second.size))
     return s.extents.take(own, size);
   if (!has_any) return 0;
-  return take_slab_held(any, size, size > options_.max_cached_size ? large_slab_locked(size) : size,
-                        s);
+  return take_slab_held(any, size,
+                        size > options_.max_cached_size ? large_slab_locked(size, s) : size, s);
 }
 
 std::uintptr_t pool_state::take_slab_held(pool_extent_set::map::iterator it, std::size_t size,
@@ -239,25 +239,34 @@ std::uintptr_t pool_state::take_slab_held(pool_extent_set::map::iterator it, std
   return base;
 }
 
-std::size_t pool_state::large_slab_locked(std::size_t size) const noexcept {
+std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s) const noexcept {
   // A stream that misses for a large block takes a slab of a free extent, not the block alone:
   // its next blocks come from its own extents under its lock, and streams carving one extent block
   // by block would interleave their blocks, so that what each frees lies in pieces between the
   // others' (too small for its next blocks, never merged). On an H100, 16 threads, bench_alloc
   // --pool-only: the training trace went from 51-67 ns per pair to 40-43 (three runs each).
   // The step (not the extent, nor the share) bounds it: a growth made for several short streams
-  // leaves room for the others. With one stream, nothing interleaves and no other thread waits:
-  // the block goes alone (on an H100 a slab there made the training trace hold 1.53x its peak
-  // instead of 1.41x).
-  if (streams_.size() < 2) return size;
-  // Near maximum_size, memory moved to one stream would only make another stream's miss reclaim it
-  // (a fence or a wait): the block goes alone there too.
+  // leaves room for the others. The block goes alone:
+  //  * in an expandable pool (its growth moves pages only from the free extents and the growing
+  //    stream's: a slab parked on another stream could not move);
+  //  * while no other stream allocates (nothing interleaves, no other thread waits; on an H100 a
+  //    slab there made the training trace hold 1.53x its peak instead of 1.41x);
+  //  * after a growth failed, and when the pool cannot grow a step more within maximum_size:
+  //    memory moved to one stream would only make another's miss reclaim it (a fence, or a wait
+  //    for the stream).
+  if (vrange_ != nullptr || growth_refused_) return size;
+  bool others = false;
+  for (auto const& entry : streams_)
+    if (entry.second.get() != &s && !quiet(*entry.second)) {
+      others = true;
+      break;
+    }
+  if (!others) return size;
   std::size_t const step = stream_growth_step_locked();
   std::size_t const taken = held_ + growing_;
   if (taken >= options_.maximum_size || options_.maximum_size - taken < step) return size;
-  std::size_t const share =
-      held_ / std::max<std::size_t>(1, streams_.size()) / pool_granularity * pool_granularity;
-  return std::max(size, std::min(share, step));
+  std::size_t const share = held_ / streams_.size();
+  return std::max(size, std::min(share, step) / pool_granularity * pool_granularity);
 }
 
 // The slow path for one block, with mutex_ held, cheapest and least disruptive first (own_tried:

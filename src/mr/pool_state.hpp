@@ -186,9 +186,11 @@ class pool_state {
   // fails). Returns their address. Never throws.
   std::uintptr_t take_slab_held(pool_extent_set::map::iterator it, std::size_t size,
                                 std::size_t slab, pool_stream& s) noexcept;
-  // The slab a large miss of `size` bytes takes from a free extent (at least `size`): a stream's
-  // growth step, or its share of the pool (held_ / streams) if that is less.
-  std::size_t large_slab_locked(std::size_t size) const noexcept;
+  // The slab a large miss of `size` bytes on `s` takes from a free extent (at least `size`): a
+  // stream's growth step, or its share of the pool (held_ / streams) if that is less; `size` alone
+  // for an expandable pool, while no other stream allocates, after a failed growth, or near
+  // maximum_size.
+  std::size_t large_slab_locked(std::size_t size, pool_stream const& s) const noexcept;
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));
   }
@@ -255,9 +257,16 @@ class pool_state {
   // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
   // The growth step for one stream: half of what the pool holds (2 MiB at least), at most
-  // chunk_size; for a chunked pool, at least the largest block it has grown for (at most eight
-  // chunk_size).
+  // chunk_size; for a chunked pool, at least the largest block it has grown for lately (at most
+  // eight chunk_size).
   std::size_t stream_growth_step_locked() const noexcept;
+  // A growth for a request of `need` bytes succeeded: the floor of the growth step follows it.
+  void note_growth_request_locked(std::size_t need) noexcept;
+  // chunk_size, rounded down to the pool's granularity (at least that): steps and slabs made from
+  // it keep every extent and block 256-byte aligned whatever chunk_size a user gives.
+  std::size_t chunk_bytes() const noexcept {
+    return std::max(pool_granularity, options_.chunk_size / pool_granularity * pool_granularity);
+  }
   // Counts `bytes` just added to the pool by a growth.
   void note_growth_locked(std::size_t bytes) noexcept;
   // Gives back every chunk that is one extent free for all streams or owned by `stream`, and with
@@ -353,8 +362,12 @@ class pool_state {
   std::uint64_t reclaims_since_growth_ = 0;
   std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
-  std::size_t largest_growth_ = 0;  // the largest request (rounded) that reached grow()
-  std::size_t growing_ = 0;         // bytes being taken from the upstream with mutex_ released
+  // The largest requests (rounded) that grew the pool: since the floor period began, and in the
+  // period before as well (stream_growth_step_locked).
+  std::size_t growth_floor_ = 0;
+  std::size_t growth_floor_next_ = 0;
+  bool growth_refused_ = false;  // the last growth failed (maximum_size, or the upstream refused)
+  std::size_t growing_ = 0;      // bytes being taken from the upstream with mutex_ released
   // Expandable pools: the range's chunk in chunks_ (null while it is empty): the part of the range
   // (vrange_) in use, from its base, in which the pages of holes_ are not mapped. Growth takes
   // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range

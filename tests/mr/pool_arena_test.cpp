@@ -18,6 +18,7 @@ namespace {
 
 using test::pool_test;
 using test::random_pairs;
+using test::refusing_upstream;
 
 // Sizes 1 KiB-1 MiB, at most 64 blocks live.
 constexpr random_pairs::sizes small_blocks{1 * KiB, 1 * MiB, 64};
@@ -94,28 +95,6 @@ TEST_F(pool_test, a_large_block_freed_again_on_another_stream_is_ignored) {
   pool.check_invariants();
 }
 
-// An upstream that refuses every request while `refusing` is set.
-class refusing_upstream final : public memory_resource {
- public:
-  explicit refusing_upstream(memory_resource& inner) : inner_(inner) {}
-  std::string name() const override { return "refusing_upstream"; }
-  bool refusing = false;
-  std::size_t refuse_above = std::numeric_limits<std::size_t>::max();
-  std::vector<std::size_t> granted;  // sizes of the allocations made
-
- private:
-  void* do_allocate(std::size_t bytes, stream_handle s) override {
-    if (refusing || bytes > refuse_above)
-      throw out_of_memory(bytes, name(), 0, 0, "refusing (test)");
-    granted.push_back(bytes);
-    return inner_.allocate(bytes, s);
-  }
-  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
-    inner_.deallocate(p, bytes, s);
-  }
-  memory_resource& inner_;
-};
-
 TEST_F(pool_test, a_growth_leaves_room_for_every_stream_that_ran_short) {
   refusing_upstream up(upstream);
   pool_options options;
@@ -190,30 +169,6 @@ TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_o
     pool.release_stream(c);
   }
   backend().destroy_stream(c);
-}
-
-TEST_F(pool_test, a_chunked_pool_grows_by_at_least_the_largest_block_it_has_grown_for) {
-  // Chunks never merge: a chunk smaller than the workload's largest blocks cannot serve them. Once
-  // the pool has grown for a block, later growths take at least that much (at most eight
-  // chunk_size), so that every chunk can serve every block.
-  pool_options options;
-  options.max_cached_size = 0;
-  options.chunk_size = 4 * MiB;
-  pool_resource pool(upstream, options);
-  void* big = pool.allocate(20 * MiB, a);
-  EXPECT_EQ(pool.statistics().held_bytes, 20 * MiB);
-  void* small = pool.allocate(2 * MiB, a);  // the step would be chunk_size: 20 MiB instead
-  EXPECT_EQ(pool.statistics().held_bytes, 40 * MiB);
-  void* bigger = pool.allocate(40 * MiB, a);  // 40 MiB: more than eight chunk_size
-  EXPECT_EQ(pool.statistics().held_bytes, 80 * MiB);
-  void* again = pool.allocate(20 * MiB, a);  // 18 MiB free: a step of 32 MiB (the cap)
-  EXPECT_EQ(pool.statistics().held_bytes, 112 * MiB);
-  pool.check_invariants();
-  pool.deallocate(again, 20 * MiB, a);
-  pool.deallocate(bigger, 40 * MiB, a);
-  pool.deallocate(small, 2 * MiB, a);
-  pool.deallocate(big, 20 * MiB, a);
-  pool.check_invariants();
 }
 
 }  // namespace

@@ -48,60 +48,6 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
   pool.check_invariants();
 }
 
-TEST_F(pool_test, a_large_miss_takes_a_slab_of_the_free_memory_for_the_streams_next_blocks) {
-  // With more than one stream, a large block that misses its stream's extents and is carved from
-  // the free ones takes a slab with it (the stream's growth step, at most its share of the pool):
-  // the stream's next blocks come from its own extents under its lock alone, and streams carving
-  // one free extent block by block do not interleave their blocks. A pool used from one stream
-  // carves the block alone.
-  pool_options options;
-  options.max_cached_size = 0;  // every block on the large path
-  options.initial_size = 64 * MiB;
-  options.chunk_size = 16 * MiB;
-  pool_resource pool(upstream, options);
-  void* on_b = pool.allocate(4 * MiB, b);  // one stream so far: the block alone
-  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
-  void* first = pool.allocate(2 * MiB, a);  // a miss: 2 MiB and a slab of 14 more for a
-  pool_statistics const after_miss = pool.statistics();
-  EXPECT_EQ(after_miss.stream_bytes, 14 * MiB);
-  EXPECT_EQ(after_miss.free_bytes, 44 * MiB);
-  std::vector<void*> next;
-  for (int i = 0; i < 7; ++i)
-    next.push_back(pool.allocate(2 * MiB, a));
-  pool_statistics const after_next = pool.statistics();
-  EXPECT_EQ(after_next.lock_acquisitions, after_miss.lock_acquisitions)
-      << "the next blocks come from a's slab without the pool's mutex";
-  EXPECT_EQ(after_next.stream_bytes, 0u);
-  EXPECT_EQ(after_next.free_bytes, 44 * MiB);
-  pool.check_invariants();
-  pool.deallocate(on_b, 4 * MiB, b);
-  for (void* p : next)
-    pool.deallocate(p, 2 * MiB, a);
-  pool.deallocate(first, 2 * MiB, a);
-  pool.check_invariants();
-}
-
-TEST_F(pool_test, a_pool_that_cannot_grow_a_step_more_carves_large_misses_without_a_slab) {
-  // At maximum_size, a slab moved to one stream would only make the next stream's miss reclaim
-  // it (a fence, or a wait for the stream): the block goes alone.
-  pool_options options;
-  options.max_cached_size = 0;
-  options.initial_size = 64 * MiB;
-  options.maximum_size = 64 * MiB;
-  options.chunk_size = 16 * MiB;
-  pool_resource pool(upstream, options);
-  void* on_b = pool.allocate(4 * MiB, b);
-  void* on_a = pool.allocate(2 * MiB, a);
-  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
-  void* rest = pool.allocate(58 * MiB, b);  // all that is left, without reclaiming a's
-  EXPECT_EQ(pool.statistics().reclaims, 0u);
-  pool.check_invariants();
-  pool.deallocate(rest, 58 * MiB, b);
-  pool.deallocate(on_a, 2 * MiB, a);
-  pool.deallocate(on_b, 4 * MiB, b);
-  pool.check_invariants();
-}
-
 TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted) {
   // The statistics that say what limits scaling: a large block that misses its stream's extents
   // takes the mutex (its wait and hold are timed), and memory another stream freed is handed over
@@ -156,27 +102,33 @@ TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {
   }
 }
 
-TEST_F(pool_test, a_chunk_split_between_free_and_stream_extents_goes_back_before_a_growth) {
+TEST_F(pool_test, a_chunk_left_unused_goes_back_before_a_growth_wherever_its_extents_lie) {
   // A growth adds its chunk to the free extents; a block carved from it and freed goes to the
   // stream's extents, next to the rest of the chunk, still free: the chunk is wholly unused, in
   // two sets that never merge. Growth must see that and give it back (at the second growth that
-  // finds it so), as it does a chunk in one piece.
-  pool_options options;
-  options.max_cached_size = 0;
-  pool_resource pool(upstream, options);
-  void* p = pool.allocate(5 * MiB, a);  // a chunk of 6 MiB: 1 MiB stays free
-  pool.deallocate(p, 5 * MiB, a);
-  ASSERT_EQ(pool.statistics().held_bytes, 6 * MiB);
-  void* q = pool.allocate(12 * MiB, a);  // the first growth finding it unused keeps it
-  EXPECT_EQ(pool.statistics().upstream_deallocations, 0u);
-  void* r = pool.allocate(16 * MiB, a);  // the second gives it back
-  pool_statistics const st = pool.statistics();
-  EXPECT_EQ(st.upstream_deallocations, 1u);
-  EXPECT_EQ(st.held_bytes, 28 * MiB);
-  pool.check_invariants();
-  pool.deallocate(q, 12 * MiB, a);
-  pool.deallocate(r, 16 * MiB, a);
-  pool.check_invariants();
+  // finds it so), as it does a chunk that lies in the free extents alone (here the initial one,
+  // never carved).
+  for (bool const split : {true, false}) {
+    pool_options options;
+    options.max_cached_size = 0;
+    options.initial_size = split ? 0 : 6 * MiB;
+    pool_resource pool(upstream, options);
+    if (split) {
+      void* p = pool.allocate(5 * MiB, a);  // a chunk of 6 MiB: 1 MiB stays free
+      pool.deallocate(p, 5 * MiB, a);
+    }
+    ASSERT_EQ(pool.statistics().held_bytes, 6 * MiB);
+    void* q = pool.allocate(12 * MiB, a);  // the first growth finding it unused keeps it
+    EXPECT_EQ(pool.statistics().upstream_deallocations, 0u) << split;
+    void* r = pool.allocate(16 * MiB, a);  // the second gives it back
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.upstream_deallocations, 1u) << split;
+    EXPECT_EQ(st.held_bytes, 28 * MiB) << split;
+    pool.check_invariants();
+    pool.deallocate(q, 12 * MiB, a);
+    pool.deallocate(r, 16 * MiB, a);
+    pool.check_invariants();
+  }
 }
 
 TEST_F(pool_test, large_blocks_of_changing_shapes_reuse_their_chunks) {

@@ -1,10 +1,12 @@
 // Shared by the pool_resource test files: the fixture with two streams over a cuda_resource, a
-// stream gate closed at construction (work queued on the stream after it stays pending), and a
-// seeded random workload of allocate/free pairs on one stream.
+// stream gate closed at construction (work queued on the stream after it stays pending), an
+// upstream that refuses on demand, and a seeded random workload of allocate/free pairs on one
+// stream.
 #pragma once
 
 #include "../support/stream_gate.hpp"
 
+#include <gpumem/core/error.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/pool_resource.hpp>
@@ -14,7 +16,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,6 +27,29 @@ namespace gpumem::test {
 class closed_gate : public stream_gate {
  public:
   explicit closed_gate(stream_handle stream) { block(stream); }
+};
+
+// An upstream that refuses every request while `refusing` is set, and those above
+// `refuse_above`; `granted` lists the sizes it allocated.
+class refusing_upstream final : public memory_resource {
+ public:
+  explicit refusing_upstream(memory_resource& inner) : inner_(inner) {}
+  std::string name() const override { return "refusing_upstream"; }
+  bool refusing = false;
+  std::size_t refuse_above = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> granted;  // sizes of the allocations made
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle s) override {
+    if (refusing || bytes > refuse_above)
+      throw out_of_memory(bytes, name(), 0, 0, "refusing (test)");
+    granted.push_back(bytes);
+    return inner_.allocate(bytes, s);
+  }
+  void do_deallocate(void* p, std::size_t bytes, stream_handle s) noexcept override {
+    inner_.deallocate(p, bytes, s);
+  }
+  memory_resource& inner_;
 };
 
 struct pool_test : ::testing::Test {

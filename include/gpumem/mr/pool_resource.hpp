@@ -30,8 +30,9 @@ struct pool_options {
   // their own. For n > 1 the step × n is held to max(step, held / streams seen, rounded down to
   // 2 MiB), since such streams may grow at the same moment. Refused, a growth tries chunk_size,
   // then the request. A pool used from one stream grows by step. A chunked pool's step is also at
-  // least the largest request it has grown for (rounded to 2 MiB, at most 8 × chunk_size): chunks
-  // never merge, and a chunk smaller than the workload's largest blocks could not serve them.
+  // least the largest request it has grown for lately (its last 16 to 32 growths; trim() forgets
+  // it), rounded to 2 MiB, at most 8 × chunk_size: chunks never merge, and a chunk smaller than the
+  // workload's largest blocks could not serve them. Steps use chunk_size rounded down to 256 bytes.
   std::size_t chunk_size = 32 * MiB;
   // The pool never holds more than this from the upstream.
   std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
@@ -208,23 +209,23 @@ struct pool_statistics {
 // A miss (no fit for a block) tries, in order, under the stream's lock alone: its extents; a block
 // of a larger class cut up; its cold class lists merged back (those not used since its previous
 // miss); all of its lists (at most 8 times per growth it makes). Then under the pool's mutex: a
-// slab of the free extents (for a block above max_cached_size, on a pool used from more than one
-// stream with room to grow a step, the block and the stream's growth step with it, at most its
-// share of the pool: its next blocks need no mutex, and streams do not interleave their blocks in
-// one extent); free extents adjacent to its own merged into them; completed fences of every
-// stream; the calling thread's caches. Blocks parked by OTHER streams are reclaimed before
-// growing only from streams that have not allocated since the pool last grew (quiet: done, or only
-// freeing) and only when those park at least half of what the pool holds (at most once per
-// growth): taking blocks from a stream that is still allocating only moves the miss to it, so
-// the pool grows instead and each stream keeps what it uses. Before growing (trim_before_growth),
-// every chunk found unused by this growth and an earlier one (free, or free but for extents of the
-// calling stream) goes back to the upstream (only chunks with a free extent at their base are
-// looked at). An expandable pool grows by moving the memory under whole free pages of its range
-// to where the request fits (pool_options::expandable). A pool too
-// tight for its workload would merge its lists back on almost every miss (and then carve the
-// merged memory up again): after 8 such misses under the mutex since the last growth, the next one
-// grows the pool instead (still within maximum_size, still trimming first). A growth takes
-// chunk_size for every stream that ran short since the last one, up to the pool's share per stream
+// slab of the free extents (for a block above max_cached_size in a chunked pool, while another
+// stream allocates too and the pool can still grow a step, the block and the stream's growth step
+// with it, at most its share of the pool: its next blocks need no mutex, and streams do not
+// interleave their blocks in one extent); free extents adjacent to its own merged into them;
+// completed fences of every stream; the calling thread's caches. Blocks parked by OTHER streams are
+// reclaimed before growing only from streams that have not allocated since the pool last grew
+// (quiet: done, or only freeing) and only when those park at least half of what the pool holds (at
+// most once per growth): taking blocks from a stream that is still allocating only moves the miss
+// to it, so the pool grows instead and each stream keeps what it uses. Before growing
+// (trim_before_growth), every chunk found unused by this growth and an earlier one (free, or free
+// but for extents of the calling stream) goes back to the upstream (only chunks with a free extent
+// at their base are looked at). An expandable pool grows by moving the memory under whole free
+// pages of its range to where the request fits (pool_options::expandable). A pool too tight for its
+// workload would merge its lists back on almost every miss (and then carve the merged memory up
+// again): after 8 such misses under the mutex since the last growth, the next one grows the pool
+// instead (still within maximum_size, still trimming first). A growth takes chunk_size for every
+// stream that ran short since the last one, up to the pool's share per stream
 // (pool_options::chunk_size): with many streams allocating, it leaves room for the next misses of
 // all of them, where each would otherwise make its own upstream call (concurrent cudaMalloc calls
 // wait for each other in the driver).
