@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 namespace gpumem {
@@ -190,6 +191,33 @@ TEST_F(pool_test, trim_forgets_the_largest_block_a_pool_grew_for) {
   void* p = pool.allocate(1 * MiB, a);  // a young pool's step again: 2 MiB
   EXPECT_EQ(pool.statistics().held_bytes, 2 * MiB);
   pool.deallocate(p, 1 * MiB, a);
+}
+
+TEST_F(pool_test, slabs_of_threads_that_exit_come_back_to_the_pool) {
+  // Threads on their per-thread streams take slabs while another stream allocates, then exit: what
+  // their slabs held comes back (none of it stays with a stream that is gone), and the pool keeps
+  // no state for them.
+  pool_resource pool(upstream, large_only(64 * MiB, 16 * MiB));
+  stream_handle const per_thread = backend().per_thread_default_stream();
+  void* on_a = pool.allocate(4 * MiB, a);  // a allocates: misses elsewhere take slabs
+  for (int i = 0; i < 8; ++i) {
+    std::thread t([&] {
+      void* p = pool.allocate(2 * MiB, per_thread);
+      EXPECT_GE(pool.statistics().stream_bytes, 14 * MiB) << "no slab taken";
+      pool.deallocate(p, 2 * MiB, per_thread);
+    });
+    t.join();
+    pool.deallocate(pool.allocate(1 * MiB, a), 1 * MiB, a);  // a keeps allocating
+  }
+  backend().synchronize();
+  pool.check_invariants();
+  pool.deallocate(on_a, 4 * MiB, a);
+  pool.release_stream(a);
+  pool.trim();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.stream_bytes, 0u);
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_EQ(st.streams, 0u);
 }
 
 }  // namespace
