@@ -42,6 +42,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
       ++got;
     }
     s.remove_listed(got * size);
+    if (merged_class(cls)) s.merged_listed -= got * size;
     s.refills.fetch_add(1, std::memory_order_relaxed);
     if (got == 0) got = carve_own_held(cache, cls, want);
   }
@@ -122,6 +123,7 @@ pool_state::split_block pool_state::split_larger_held(unsigned cls, pool_stream&
     split_block const block{reinterpret_cast<std::uintptr_t>(list.back()), pool_class_size(c)};
     list.pop_back();
     s.remove_listed(block.size);
+    if (merged_class(c)) s.merged_listed -= block.size;
     return block;
   }
   return {0, 0};
@@ -134,6 +136,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   std::uint32_t const move = std::max<std::uint32_t>(1, bin.cap / 2);
   // Parked on the stream's own lists (its lists lock only): no other stream may take them until
   // they are drained into extents, so they need no fence now.
+  bool listed = false;
   try {
     std::lock_guard<std::mutex> lists(s.mutex);
     auto& list = s.class_lists[cls];
@@ -142,13 +145,20 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     for (std::uint32_t i = 0; i < move; ++i)
       list.push_back(bin.slots[--bin.count]);
     s.add_listed(move * size);
+    listed = true;
+    if (merged_class(cls)) {
+      s.merged_listed += move * size;
+      if (s.merged_listed > merged_list_limit()) drain_merged_lists_held(s);
+    }
   } catch (...) {
-    // No memory for the list: hand the blocks to the extents instead.
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++lock_acquisitions_;
-    for (std::uint32_t i = 0; i < move; ++i)
-      give_back_locked(bin.slots[--bin.count], size, s);
-    after_give_back_locked(s, options_.fence_bytes);
+    if (!listed) {
+      // No memory for the list: hand the blocks to the extents instead.
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++lock_acquisitions_;
+      for (std::uint32_t i = 0; i < move; ++i)
+        give_back_locked(bin.slots[--bin.count], size, s);
+      after_give_back_locked(s, options_.fence_bytes);
+    }
   }
   pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
 }
@@ -165,6 +175,7 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
       try {
         s.class_lists[c].push_back(p);
         s.add_listed(size);
+        if (merged_class(c)) s.merged_listed += size;
       } catch (...) {
         lists.unlock();  // give_back_locked takes the stream's lock itself
         give_back_locked(p, size, s);
@@ -172,6 +183,13 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
       }
       --bin.count;
       moved_bytes += static_cast<std::int64_t>(size);
+    }
+  }
+  if (s.merged_listed > merged_list_limit()) {
+    try {
+      drain_merged_lists_held(s);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": merging a stream's class lists failed: " + e.what());
     }
   }
   pool_bump(cache.counters.cached_bytes, -moved_bytes);
@@ -184,9 +202,12 @@ std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) 
   cache->num_classes = num_classes_;
   cache->bins = std::make_unique<pool_bin[]>(num_classes_);
   for (unsigned c = 0; c < num_classes_; ++c) {
-    std::size_t const by_bytes = options_.thread_cache_class_bytes / pool_class_size(c);
-    cache->bins[c].cap =
-        static_cast<std::uint32_t>(std::clamp<std::size_t>(by_bytes, 4, pool_bin_slots));
+    std::size_t const size = pool_class_size(c);
+    cache->bins[c].cap = static_cast<std::uint32_t>(
+        merged_class(c)
+            ? std::max<std::size_t>(
+                  1, std::min(options_.thread_cache_class_bytes, pool_merged_bin_bytes) / size)
+            : std::clamp<std::size_t>(options_.thread_cache_class_bytes / size, 4, pool_bin_slots));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   cache->stream = &stream_locked(stream);

@@ -105,16 +105,20 @@ void pool_state::check_invariants() const {
       if (fence.epoch <= last || fence.epoch >= s.epoch) fail(me, "fence epochs out of order");
       last = fence.epoch;
     }
-    std::size_t listed = 0;
+    std::size_t listed = 0, merged = 0;
     for (unsigned c = 0; c < num_classes_; ++c)
       for (void* p : s.class_lists[c]) {
         ranges.push_back(
             {reinterpret_cast<std::uintptr_t>(p), pool_class_size(c), range_kind::listed});
         listed += pool_class_size(c);
+        merged += merged_class(c) ? pool_class_size(c) : 0;
       }
     if (listed != s.class_list_bytes.load())
       fail(me, "a stream's class-list bytes " + std::to_string(s.class_list_bytes.load()) +
                    " != " + std::to_string(listed));
+    if (merged != s.merged_listed)
+      fail(me, "a stream's merged-class list bytes " + std::to_string(s.merged_listed) +
+                   " != " + std::to_string(merged));
     listed_total += listed;
   }
 

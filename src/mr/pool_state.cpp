@@ -39,6 +39,7 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
       backend_(options.backend != nullptr ? *options.backend : backend()),
       device_(backend_.current_device()),
       num_classes_(0),
+      first_merged_class_(0),
       id_(next_pool_id.fetch_add(1)) {
   GPUMEM_EXPECTS(options.max_cached_size <= 4 * GiB, "pool_options::max_cached_size " +
                                                          format_bytes(options.max_cached_size) +
@@ -60,6 +61,9 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
                      : 0;
   // Cached sizes must be exactly the class sizes up to the limit.
   if (num_classes_ > 0) options_.max_cached_size = pool_class_size(num_classes_ - 1);
+  first_merged_class_ = options_.max_cached_size >= pool_merged_class_bytes
+                            ? pool_size_class(pool_merged_class_bytes)
+                            : num_classes_;
   per_thread_handle_ = backend_.per_thread_default_stream();
   has_per_thread_handle_ = true;
   if (options.expandable) {

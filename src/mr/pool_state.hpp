@@ -55,6 +55,19 @@ struct pool_retired_chunk {
   stream_handle order;
 };
 
+// The merged classes: cached sizes of at least pool_merged_class_bytes. A block parked whole serves
+// only its own class: with shapes that change every step (a training loop's activations of 1-16
+// MiB), the lists of classes not asked for again held most of the pool, and misses grew the pool
+// rather than merge them (host backend, bench_alloc's training loop on one thread and stream, 20
+// passes: 1.90x its peak live held, and still 1.90x after 100). So a stream parks at most
+// max(pool_merged_list_bytes, held / pool_merged_list_share) of them on its class lists (past that,
+// those lists merge back into its extents, the ones unused since the last merge first), and a
+// thread keeps at most pool_merged_bin_bytes of each such class (at least one block): 1.44x.
+inline constexpr std::size_t pool_merged_class_bytes = std::size_t{1} << 20;
+inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
+inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;
+inline constexpr std::size_t pool_merged_list_share = 32;
+
 // How many reaped released streams a pool remembers (pool_state::released_keys_).
 inline constexpr std::size_t pool_released_memory = 4096;
 
@@ -229,6 +242,16 @@ class pool_state {
   void give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept;
   // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
   void drain_class_lists_held(pool_stream& s, bool cold_only = false);
+  // The merged classes' lists alone, into the stream's extents (stream's lock held).
+  void drain_merged_lists_held(pool_stream& s);
+  void drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only);
+  // Classes of at least pool_merged_class_bytes: a stream parks at most merged_list_limit() bytes
+  // of them on its class lists; past that, those lists merge back into its extents.
+  bool merged_class(unsigned cls) const noexcept { return cls >= first_merged_class_; }
+  std::size_t merged_list_limit() const noexcept {
+    return std::max(pool_merged_list_bytes,
+                    held_hint_.load(std::memory_order_relaxed) / pool_merged_list_share);
+  }
   // --- streams and fences (mutex_ held; they take the stream's lock) ---
   void give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
   // Fences `s` when it has handed back at least `threshold` bytes since its last fence (and other
@@ -325,6 +348,7 @@ class pool_state {
   // it, whichever device is current when a thread calls (scoped_device around the device work).
   int device_ = 0;
   unsigned num_classes_;
+  unsigned first_merged_class_;  // num_classes_ if none
   std::uint64_t id_;
   stream_handle per_thread_handle_ = nullptr;
   stream_handle growth_stream_ = nullptr;  // the pool's own (grow), made on first use

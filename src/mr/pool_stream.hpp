@@ -111,6 +111,8 @@ struct alignas(64) pool_stream {
   std::uint64_t misses = 0;
   std::vector<std::uint64_t> class_used;
   std::atomic<std::size_t> class_list_bytes{0};
+  // Bytes of class_lists in the merged classes (pool_state::merged_class), under `mutex`.
+  std::size_t merged_listed = 0;
   // Allocation activity: refills of its threads' caches and large allocations (relaxed
   // increments); a stream whose count has not moved since the pool last grew is quiet.
   std::atomic<std::uint64_t> refills{0};

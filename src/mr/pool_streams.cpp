@@ -218,8 +218,20 @@ void pool_state::drain_class_lists_locked(pool_stream& s, bool cold_only) {
 void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
   if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
   if (cold_only) ++s.misses;
+  drain_lists_from_held(s, 0, cold_only);
+}
+
+void pool_state::drain_merged_lists_held(pool_stream& s) {
+  // The lists not used since the last merge (or miss) first: those of shapes gone by.
+  ++s.misses;
+  drain_lists_from_held(s, first_merged_class_, /*cold_only=*/true);
+  if (s.merged_listed > merged_list_limit())
+    drain_lists_from_held(s, first_merged_class_, /*cold_only=*/false);
+}
+
+void pool_state::drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only) {
   std::shared_lock<std::shared_mutex> chunks(chunks_mutex_);
-  for (unsigned c = 0; c < num_classes_; ++c) {
+  for (unsigned c = first; c < num_classes_; ++c) {
     if (cold_only && s.class_used[c] + 1 >= s.misses) continue;
     auto& list = s.class_lists[c];
     std::size_t const size = pool_class_size(c);
@@ -227,6 +239,7 @@ void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
       give_back_held(list.back(), size, s);
       list.pop_back();
       s.remove_listed(size);
+      if (merged_class(c)) s.merged_listed -= size;
     }
   }
 }

@@ -1,6 +1,7 @@
 // pool_resource's per-stream arenas: a stream carves new blocks from its own extents without the
 // pool's mutex, the pool reclaims the blocks parked by other streams only from quiet ones, a double
-// free across streams is still caught, and a growth leaves room for every stream that ran short.
+// free across streams is still caught, a growth leaves room for every stream that ran short, and
+// blocks of 1 MiB and more are not left parked whole on the class lists.
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
@@ -9,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gpumem {
@@ -169,6 +172,52 @@ TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_o
     pool.release_stream(c);
   }
   backend().destroy_stream(c);
+}
+
+// Eight shapes, each a distinct size class between 1 and 4 MiB (classes are at most 12.5% apart).
+constexpr std::size_t shape_bytes[] = {1 * MiB,    1228 * KiB, 1484 * KiB, 1792 * KiB,
+                                       2150 * KiB, 2580 * KiB, 3100 * KiB, 3700 * KiB};
+
+TEST_F(pool_test, blocks_of_shapes_gone_by_serve_the_next_shapes) {
+  // A loop whose shapes change every step: 16 blocks of one shape live at a time, the shape
+  // changing each step. Blocks of 1 MiB and more are not parked whole on the stream's lists past
+  // its bound (8 MiB here): they merge back into its extents, where the next shape's blocks are
+  // carved. Parked whole, the blocks of each shape stayed on their class's list and the pool grew
+  // for the next shapes: 104 MiB held at the peak for 60 MiB live (72 MiB with the bound).
+  pool_resource pool(upstream);
+  std::size_t peak_live = 0;
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t shape : shape_bytes) {
+      std::vector<void*> blocks;
+      for (int i = 0; i < 16; ++i)
+        blocks.push_back(pool.allocate(shape, a));
+      peak_live = std::max(peak_live, pool.statistics().live_bytes);
+      for (void* p : blocks)
+        pool.deallocate(p, shape, a);
+    }
+  pool_statistics const st = pool.statistics();
+  EXPECT_LE(st.peak_held_bytes, peak_live * 3 / 2)
+      << st.peak_held_bytes << " B held at the peak for " << peak_live << " B live";
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, a_thread_that_exits_leaves_no_more_than_the_bound_of_large_classes_listed) {
+  // A thread's cache goes to its stream's lists when the thread exits; blocks of 1 MiB and more
+  // beyond the stream's bound (8 MiB here) merge back into the stream's extents.
+  pool_resource pool(upstream);
+  std::thread([&] {
+    std::vector<void*> blocks;
+    for (std::size_t shape : shape_bytes)
+      for (int i = 0; i < 4; ++i)
+        blocks.push_back(pool.allocate(shape, a));
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      pool.deallocate(blocks[i], shape_bytes[i / 4], a);
+  }).join();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_LE(st.cached_bytes, 8 * MiB) << "parked whole on the stream's lists";
+  EXPECT_GT(st.stream_bytes, 0u) << "merged back into the stream's extents";
+  pool.check_invariants();
 }
 
 }  // namespace
