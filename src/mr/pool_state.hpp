@@ -61,8 +61,8 @@ struct pool_retired_chunk {
 // rather than merge them (host backend, bench_alloc's training loop on one thread and stream, 20
 // passes: 1.90x its peak live held, and still 1.90x after 100). So a stream parks at most
 // max(pool_merged_list_bytes, held / pool_merged_list_share) of them on its class lists (past that,
-// those lists merge back into its extents, the ones unused since the last merge first), and a
-// thread keeps at most pool_merged_bin_bytes of each such class (at least one block): 1.44x.
+// those lists merge back into its extents), and a thread keeps at most pool_merged_bin_bytes of
+// each such class (at least one block): 1.44x.
 inline constexpr std::size_t pool_merged_class_bytes = std::size_t{1} << 20;
 inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
 inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;

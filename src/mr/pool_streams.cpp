@@ -222,11 +222,9 @@ void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
 }
 
 void pool_state::drain_merged_lists_held(pool_stream& s) {
-  // The lists not used since the last merge (or miss) first: those of shapes gone by.
-  ++s.misses;
-  drain_lists_from_held(s, first_merged_class_, /*cold_only=*/true);
-  if (s.merged_listed > merged_list_limit())
-    drain_lists_from_held(s, first_merged_class_, /*cold_only=*/false);
+  // All of them: the cold-list marks (misses, class_used) count the stream's misses, not these
+  // merges, and are left alone.
+  drain_lists_from_held(s, first_merged_class_, /*cold_only=*/false);
 }
 
 void pool_state::drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only) {

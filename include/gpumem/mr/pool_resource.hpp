@@ -158,7 +158,7 @@ struct pool_statistics {
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
 // overflow to and refill from per-stream class lists in batches; a stream's lists of classes of
 // 1 MiB and more hold at most 8 MiB or 1/32 of the pool, whichever is more (past that they merge
-// back into its extents, those unused since the last merge first), so that blocks of shapes gone
+// back into its extents), so that blocks of shapes gone
 // by serve the next shapes instead of making the pool grow. Behind those, free memory is a
 // coalescing best fit: extents ordered by address (for merging) and binned by size (16 bins per
 // power of two, a bitmap of the bins in use: the smallest fit in a few bit scans), never merged
