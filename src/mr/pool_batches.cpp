@@ -41,8 +41,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
       list.pop_back();
       ++got;
     }
-    s.remove_listed(got * size);
-    if (merged_class(cls)) s.merged_listed -= got * size;
+    s.remove_listed(got * size, merged_class(cls));
     s.refills.fetch_add(1, std::memory_order_relaxed);
     if (got == 0) got = carve_own_held(cache, cls, want);
   }
@@ -122,8 +121,7 @@ pool_state::split_block pool_state::split_larger_held(unsigned cls, pool_stream&
     if (list.empty()) continue;
     split_block const block{reinterpret_cast<std::uintptr_t>(list.back()), pool_class_size(c)};
     list.pop_back();
-    s.remove_listed(block.size);
-    if (merged_class(c)) s.merged_listed -= block.size;
+    s.remove_listed(block.size, merged_class(c));
     return block;
   }
   return {0, 0};
@@ -136,7 +134,6 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   std::uint32_t const move = std::max<std::uint32_t>(1, bin.cap / 2);
   // Parked on the stream's own lists (its lists lock only): no other stream may take them until
   // they are drained into extents, so they need no fence now.
-  bool listed = false;
   try {
     std::lock_guard<std::mutex> lists(s.mutex);
     auto& list = s.class_lists[cls];
@@ -144,21 +141,15 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     list.reserve(list.size() + move);
     for (std::uint32_t i = 0; i < move; ++i)
       list.push_back(bin.slots[--bin.count]);
-    s.add_listed(move * size);
-    listed = true;
-    if (merged_class(cls)) {
-      s.merged_listed += move * size;
-      if (s.merged_listed > merged_list_limit()) drain_merged_lists_held(s);
-    }
+    s.add_listed(move * size, merged_class(cls));
+    bound_merged_lists_held(s);
   } catch (...) {
-    if (!listed) {
-      // No memory for the list: hand the blocks to the extents instead.
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++lock_acquisitions_;
-      for (std::uint32_t i = 0; i < move; ++i)
-        give_back_locked(bin.slots[--bin.count], size, s);
-      after_give_back_locked(s, options_.fence_bytes);
-    }
+    // No memory for the list: hand the blocks to the extents instead.
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++lock_acquisitions_;
+    for (std::uint32_t i = 0; i < move; ++i)
+      give_back_locked(bin.slots[--bin.count], size, s);
+    after_give_back_locked(s, options_.fence_bytes);
   }
   pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
 }
@@ -174,8 +165,7 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
       void* p = bin.slots[bin.count - 1];
       try {
         s.class_lists[c].push_back(p);
-        s.add_listed(size);
-        if (merged_class(c)) s.merged_listed += size;
+        s.add_listed(size, merged_class(c));
       } catch (...) {
         lists.unlock();  // give_back_locked takes the stream's lock itself
         give_back_locked(p, size, s);
@@ -185,13 +175,7 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
       moved_bytes += static_cast<std::int64_t>(size);
     }
   }
-  if (s.merged_listed > merged_list_limit()) {
-    try {
-      drain_merged_lists_held(s);
-    } catch (std::exception const& e) {
-      log(log_level::warn, name() + ": merging a stream's class lists failed: " + e.what());
-    }
-  }
+  bound_merged_lists_held(s);
   pool_bump(cache.counters.cached_bytes, -moved_bytes);
 }
 

@@ -242,11 +242,11 @@ class pool_state {
   void give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept;
   // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
   void drain_class_lists_held(pool_stream& s, bool cold_only = false);
-  // The merged classes' lists alone, into the stream's extents (stream's lock held).
-  void drain_merged_lists_held(pool_stream& s);
   void drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only);
   // Classes of at least pool_merged_class_bytes: a stream parks at most merged_list_limit() bytes
-  // of them on its class lists; past that, those lists merge back into its extents.
+  // of them on its class lists; past that, bound_merged_lists_held (after every addition to the
+  // lists, stream's lock held) merges those lists back into its extents.
+  void bound_merged_lists_held(pool_stream& s) noexcept;
   bool merged_class(unsigned cls) const noexcept { return cls >= first_merged_class_; }
   std::size_t merged_list_limit() const noexcept {
     return std::max(pool_merged_list_bytes,

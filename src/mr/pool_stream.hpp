@@ -125,10 +125,15 @@ struct alignas(64) pool_stream {
   // (under `mutex`).
   std::uint64_t full_drains = 0;
 
-  void add_listed(std::size_t delta) noexcept { pool_bump(class_list_bytes, delta); }
-  void remove_listed(std::size_t delta) noexcept {
+  // Blocks of `delta` bytes in all put on / taken off class_lists; `merged`: of a merged class.
+  void add_listed(std::size_t delta, bool merged) noexcept {
+    pool_bump(class_list_bytes, delta);
+    if (merged) merged_listed += delta;
+  }
+  void remove_listed(std::size_t delta, bool merged) noexcept {
     class_list_bytes.store(class_list_bytes.load(std::memory_order_relaxed) - delta,
                            std::memory_order_relaxed);
+    if (merged) merged_listed -= delta;
   }
 };
 

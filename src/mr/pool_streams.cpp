@@ -221,10 +221,15 @@ void pool_state::drain_class_lists_held(pool_stream& s, bool cold_only) {
   drain_lists_from_held(s, 0, cold_only);
 }
 
-void pool_state::drain_merged_lists_held(pool_stream& s) {
+void pool_state::bound_merged_lists_held(pool_stream& s) noexcept {
+  if (s.merged_listed <= merged_list_limit()) return;
   // All of them: the cold-list marks (misses, class_used) count the stream's misses, not these
   // merges, and are left alone.
-  drain_lists_from_held(s, first_merged_class_, /*cold_only=*/false);
+  try {
+    drain_lists_from_held(s, first_merged_class_, /*cold_only=*/false);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": merging a stream's class lists failed: " + e.what());
+  }
 }
 
 void pool_state::drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only) {
@@ -236,8 +241,7 @@ void pool_state::drain_lists_from_held(pool_stream& s, unsigned first, bool cold
     while (!list.empty()) {
       give_back_held(list.back(), size, s);
       list.pop_back();
-      s.remove_listed(size);
-      if (merged_class(c)) s.merged_listed -= size;
+      s.remove_listed(size, merged_class(c));
     }
   }
 }

@@ -158,15 +158,14 @@ struct pool_statistics {
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
 // overflow to and refill from per-stream class lists in batches; a stream's lists of classes of
 // 1 MiB and more hold at most 8 MiB or 1/32 of the pool, whichever is more (past that they merge
-// back into its extents), so that blocks of shapes gone
-// by serve the next shapes instead of making the pool grow. Behind those, free memory is a
-// coalescing best fit: extents ordered by address (for merging) and binned by size (16 bins per
-// power of two, a bitmap of the bins in use: the smallest fit in a few bit scans), never merged
-// across chunks, in one set per owner: each stream's own (its *arena*, with its class
-// lists), and the free ones. A stream carves new blocks from its arena, and takes a slab (up to
-// 8 MiB) of the free extents when its arena runs dry. Larger requests are carved from the stream's
-// own extents, and freed back there, under its lock alone too; a miss goes to the best fit of the
-// free extents under the pool's mutex.
+// back into its extents), so that blocks of shapes gone by serve the next shapes instead of making
+// the pool grow. Behind those, free memory is a coalescing best fit: extents ordered by address
+// (for merging) and binned by size (16 bins per power of two, a bitmap of the bins in use: the
+// smallest fit in a few bit scans), never merged across chunks, in one set per owner: each stream's
+// own (its *arena*, with its class lists), and the free ones. A stream carves new blocks from its
+// arena, and takes a slab (up to 8 MiB) of the free extents when its arena runs dry. Larger
+// requests are carved from the stream's own extents, and freed back there, under its lock alone
+// too; a miss goes to the best fit of the free extents under the pool's mutex.
 //
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
