@@ -66,10 +66,17 @@ std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
     return n;
   };
   if (std::uint32_t n = carve()) return n;
-  split_block const split = split_larger_held(cls, s);
+  // A block of a larger class of this stream, cut into blocks of this class; the rest goes to the
+  // stream's extents. Cheaper than draining lists to find a fit. The rest's extent node is made
+  // ready first, so that handing it back cannot fail once the block is cut.
+  bool node_ready = true;
+  try {
+    own.reserve_node();
+  } catch (std::bad_alloc const&) {
+    node_ready = false;
+  }
+  split_block const split = node_ready ? split_larger_held(cls, s) : split_block{0, 0};
   if (split.base != 0) {
-    // A block of a larger class of this stream, cut into blocks of this class; the rest goes to
-    // the stream's extents. Cheaper than draining lists to find a fit.
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, split.size / size));
     bin.push_run(split.base, n, size);
     if (split.size > n * size) {
@@ -144,12 +151,23 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     s.add_listed(move * size, merged_class(cls));
     bound_merged_lists_held(s);
   } catch (...) {
-    // No memory for the list: hand the blocks to the extents instead.
+    // No memory for the list: hand the blocks to the extents instead; those that cannot go there
+    // either stay in the bin, but one slot must come free for the block being freed.
     std::lock_guard<std::mutex> lock(mutex_);
     ++lock_acquisitions_;
-    for (std::uint32_t i = 0; i < move; ++i)
-      give_back_locked(bin.slots[--bin.count], size, s);
+    std::uint32_t moved = 0;
+    while (moved < move && give_back_locked(bin.slots[bin.count - 1], size, s)) {
+      --bin.count;
+      ++moved;
+    }
+    if (moved == 0) {
+      log_lost(reinterpret_cast<std::uintptr_t>(bin.slots[bin.count - 1]), size);
+      --bin.count;
+      ++moved;
+    }
     after_give_back_locked(s, options_.fence_bytes);
+    pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(moved * size));
+    return;
   }
   pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
 }
@@ -167,9 +185,11 @@ void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
         s.class_lists[c].push_back(p);
         s.add_listed(size, merged_class(c));
       } catch (...) {
+        // No memory for the list: to the extents, else the block stays cached.
         lists.unlock();  // give_back_locked takes the stream's lock itself
-        give_back_locked(p, size, s);
+        bool const taken = give_back_locked(p, size, s);
         lists.lock();
+        if (!taken) break;
       }
       --bin.count;
       moved_bytes += static_cast<std::int64_t>(size);

@@ -97,6 +97,13 @@ void pool_extent_set::drop_node(map::iterator it) noexcept {
     by_end_.erase(it);
 }
 
+void pool_extent_set::reserve_node() {
+  if (!spare_.empty()) return;
+  if (spare_.capacity() < spare_limit) spare_.reserve(spare_limit);
+  // A node made by an insert at key 0 (no extent ends at address 0) and taken out at once.
+  spare_.push_back(by_end_.extract(by_end_.emplace_hint(by_end_.begin(), 0, pool_extent{})));
+}
+
 pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std::size_t size,
                                                        std::uint64_t epoch, pool_chunk* chunk) {
   if (chunk == nullptr || addr < chunk->base || addr + size > chunk->base + chunk->size)

@@ -83,6 +83,10 @@ class pool_extent_set {
   std::uintptr_t take(map::iterator it, std::size_t size) noexcept;
   // Removes `size` bytes (at most the extent's) from the end of `it`. Never allocates.
   void cut_back(map::iterator it, std::size_t size) noexcept;
+  // Makes sure that the next insert or cut_out needs no allocation (a node is kept ready). May
+  // throw std::bad_alloc (then nothing changed): a caller that must not fail to hand a range back
+  // calls it first, while it can still keep the range.
+  void reserve_node();
   // Removes [addr, addr + size), which lies inside `it`, and keeps what is left on either side.
   // Allocates a node only when both sides are left; may throw std::bad_alloc (then nothing
   // changed).

@@ -239,26 +239,30 @@ void pool_state::drain_lists_from_held(pool_stream& s, unsigned first, bool cold
     auto& list = s.class_lists[c];
     std::size_t const size = pool_class_size(c);
     while (!list.empty()) {
-      give_back_held(list.back(), size, s);
+      // Without memory for an extent node the rest stays listed: still the stream's, not lost.
+      if (!give_back_held(list.back(), size, s)) return;
       list.pop_back();
       s.remove_listed(size, merged_class(c));
     }
   }
 }
 
-void pool_state::give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept {
+bool pool_state::give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept {
   auto const addr = reinterpret_cast<std::uintptr_t>(ptr);
   try {
+    s.extents.reserve_node();  // the only step that may fail: the insert below then cannot
     // Not covered by any fence recorded before: it takes the current epoch.
     if (add_extent(s.extents, addr, size, s.epoch, chunk_of(addr))) s.unfenced_bytes += size;
+    return true;
   } catch (std::exception const& e) {
-    log(log_level::error, name() + ": could not take back " + pool_hex(addr) + ": " + e.what());
+    log(log_level::warn, name() + ": could not take back " + pool_hex(addr) + " yet: " + e.what());
+    return false;
   }
 }
 
-void pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
+bool pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
   std::lock_guard<std::mutex> arena(s.mutex);
-  give_back_held(ptr, size, s);
+  return give_back_held(ptr, size, s);
 }
 
 void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept {

@@ -1,18 +1,59 @@
 // pool_extent_set (src/mr/pool_extents.hpp, private to the pool, compiled into this test): the size
 // bins, merging, refusals, and the best fit against a model (every extent in a std::map, the fit
-// found by a walk over all of them), with the set's own index check after every step.
+// found by a walk over all of them), with the set's own index check after every step; and a node
+// made ready (reserve_node) serving the next insert while the heap refuses (this executable
+// replaces the global operator new).
 #include "pool_extents.hpp"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
 #include <map>
+#include <new>
 #include <random>
 #include <vector>
 
+// GCC inlines the replacements below and then takes free() on memory from `new` for a mismatch.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+
+std::atomic<bool> refuse_new{false};
+
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (refuse_new.load()) throw std::bad_alloc();
+  if (void* p = std::malloc(bytes != 0 ? bytes : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
 namespace gpumem::detail {
 namespace {
+
+// Runs `f` while every operator new throws std::bad_alloc.
+template <class F>
+void without_heap(F&& f) {
+  refuse_new = true;
+  try {
+    f();
+  } catch (...) {
+    refuse_new = false;
+    throw;
+  }
+  refuse_new = false;
+}
 
 constexpr std::size_t unit = 256;
 
@@ -234,6 +275,39 @@ TEST(pool_extent_set, a_long_bin_still_yields_its_only_fit) {
   ASSERT_TRUE(larger != set.extents().end());
   EXPECT_EQ(larger->second.size, 4096 * unit);
   EXPECT_TRUE(set.best_fit(4097 * unit) == set.extents().end());
+  expect_sound(set);
+}
+
+TEST(pool_extent_set, a_reserved_node_serves_the_next_insert_without_the_heap) {
+  pool_chunk chunk{0x100000, 64 * unit};
+  pool_extent_set set;
+  using r = pool_extent_set::insert_result;
+  ASSERT_EQ(set.insert(chunk.base, unit, 0, &chunk), r::inserted);
+  set.reserve_node();
+  set.reserve_node();  // already ready: nothing more
+  r apart = r::overlaps;
+  without_heap([&] { apart = set.insert(chunk.base + 4 * unit, unit, 0, &chunk); });
+  EXPECT_EQ(apart, r::inserted);  // joins no neighbour: took the ready node
+  // The next one needs a node from the heap: refused, and nothing changed.
+  bool refused = false;
+  without_heap([&] {
+    try {
+      set.insert(chunk.base + 8 * unit, unit, 0, &chunk);
+    } catch (std::bad_alloc const&) {
+      refused = true;
+    }
+  });
+  EXPECT_TRUE(refused);
+  EXPECT_EQ(set.count(), 2u);
+  EXPECT_EQ(set.bytes(), 2 * unit);
+  expect_sound(set);
+  // A cut out of the middle of an extent needs a node too.
+  ASSERT_EQ(set.insert(chunk.base + 16 * unit, 8 * unit, 0, &chunk), r::inserted);
+  set.reserve_node();
+  without_heap(
+      [&] { set.cut_out(set.find_start(chunk.base + 16 * unit), chunk.base + 18 * unit, unit); });
+  EXPECT_EQ(set.count(), 4u);
+  EXPECT_EQ(set.bytes(), 9 * unit);
   expect_sound(set);
 }
 
