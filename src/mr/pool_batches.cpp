@@ -59,10 +59,10 @@ std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
   // best fit for one.
   auto carve = [&]() -> std::uint32_t {
     if (own.empty()) return 0;
-    auto const it = own.best_fit_batch(size, want);
-    if (it == own.extents().end()) return 0;
-    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
-    bin.push_run(own.take(it, n * size), n, size);
+    pool_extent_entry* const fit = own.best_fit_batch(size, want);
+    if (fit == nullptr) return 0;
+    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, fit->second.size / size));
+    bin.push_run(own.take(*fit, n * size), n, size);
     return n;
   };
   if (std::uint32_t n = carve()) return n;
@@ -106,13 +106,12 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
   std::size_t const size = pool_class_size(cls);
   // A slab of the free extents for the stream's arena: the batch, and with it up to
   // pool_slab_bytes for the stream's next carves, made under its lock alone.
-  auto const it = free_.best_fit_batch(size, want);
-  if (it != free_.extents().end()) {
-    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, it->second.size / size));
+  if (pool_extent_entry* const fit = free_.best_fit_batch(size, want)) {
+    auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, fit->second.size / size));
     std::uintptr_t base = 0;
     {
       std::lock_guard<std::mutex> arena(s.mutex);
-      base = take_slab_held(it, n * size, pool_slab_bytes, s);
+      base = take_slab_held(*fit, n * size, pool_slab_bytes, s);
     }
     bin.push_run(base, n, size);
     return n;

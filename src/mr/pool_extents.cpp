@@ -163,11 +163,11 @@ pool_extent_set::map::iterator pool_extent_set::erase(map::iterator it) noexcept
   return next;
 }
 
-pool_extent_set::map::iterator pool_extent_set::best_fit(std::size_t size) {
+pool_extent_entry* pool_extent_set::best_fit(std::size_t size) noexcept {
   unsigned const home = bin_of(size);
   unsigned bin = next_bin(home);
-  if (bin == bins) return by_end_.end();
-  pool_extent_entry const* best = nullptr;
+  if (bin == bins) return nullptr;
+  pool_extent_entry* best = nullptr;
   auto better = [&](pool_extent_entry const* e) {
     return best == nullptr || e->second.size < best->second.size ||
            (e->second.size == best->second.size && e->first < best->first);
@@ -177,39 +177,38 @@ pool_extent_set::map::iterator pool_extent_set::best_fit(std::size_t size) {
     // bin in use, a long search here is cut short (that bin's extents all fit).
     bool const later = next_bin(home + 1) != bins;
     std::size_t seen = 0;
-    for (pool_extent_entry const* e = heads_[home]; e != nullptr; e = e->second.bin_next) {
+    for (pool_extent_entry* e = heads_[home]; e != nullptr; e = e->second.bin_next) {
       if (e->second.size >= size && better(e)) best = e;
       if (++seen >= scan_limit && (best != nullptr || later)) break;
     }
-    if (best != nullptr) return by_end_.find(best->first);
+    if (best != nullptr) return best;
     bin = next_bin(home + 1);
-    if (bin == bins) return by_end_.end();
+    if (bin == bins) return nullptr;
   }
   std::size_t seen = 0;
-  for (pool_extent_entry const* e = heads_[bin]; e != nullptr && seen < scan_limit;
+  for (pool_extent_entry* e = heads_[bin]; e != nullptr && seen < scan_limit;
        e = e->second.bin_next, ++seen)
     if (better(e)) best = e;
-  return by_end_.find(best->first);
+  return best;
 }
 
-pool_extent_set::map::iterator pool_extent_set::best_fit_batch(std::size_t size,
-                                                               std::uint32_t count) {
-  auto it = best_fit(count * size);
-  return it == by_end_.end() && count > 1 ? best_fit(size) : it;
+pool_extent_entry* pool_extent_set::best_fit_batch(std::size_t size, std::uint32_t count) noexcept {
+  pool_extent_entry* const e = best_fit(count * size);
+  return e == nullptr && count > 1 ? best_fit(size) : e;
 }
 
-std::uintptr_t pool_extent_set::take(map::iterator it, std::size_t size) noexcept {
-  std::uintptr_t const addr = it->second.start;
-  if (it->second.size <= size) {
-    erase(it);
+std::uintptr_t pool_extent_set::take(pool_extent_entry& e, std::size_t size) noexcept {
+  std::uintptr_t const addr = e.second.start;
+  if (e.second.size <= size) {
+    erase(by_end_.find(e.first));  // the only lookup: the whole extent goes
     return addr;
   }
   // The rest keeps the extent's node and key (its end); its neighbours were not mergeable before,
   // nor now.
-  unlink(*it);
-  it->second.start += size;
-  it->second.size -= size;
-  link(*it);
+  unlink(e);
+  e.second.start += size;
+  e.second.size -= size;
+  link(e);
   remove_bytes(size);
   return addr;
 }
@@ -228,7 +227,7 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
 void pool_extent_set::cut_out(map::iterator it, std::uintptr_t addr, std::size_t size) {
   pool_extent const whole = it->second;
   if (addr == whole.start) {
-    take(it, size);
+    take(*it, size);
     return;
   }
   if (addr + size == whole.start + whole.size) {
@@ -243,7 +242,7 @@ void pool_extent_set::cut_out(map::iterator it, std::uintptr_t addr, std::size_t
   head.bin_prev = head.bin_next = nullptr;
   link(*emplace(it, head));
   add_bytes(head.size);
-  take(it, head.size + size);
+  take(*it, head.size + size);
 }
 
 pool_extent_set::map::iterator pool_extent_set::find_start(std::uintptr_t addr) noexcept {

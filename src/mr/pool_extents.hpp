@@ -74,13 +74,14 @@ class pool_extent_set {
   insert_result insert(std::uintptr_t addr, std::size_t size, std::uint64_t epoch,
                        pool_chunk* chunk);
   map::iterator erase(map::iterator it) noexcept;
-  // The smallest extent of at least `size` bytes (end() if none; see the file comment).
-  map::iterator best_fit(std::size_t size);
-  // For a batch: the best fit for `count` blocks of `size` bytes, else for one (end() if none).
-  map::iterator best_fit_batch(std::size_t size, std::uint32_t count);
-  // Takes `size` bytes (at most the extent's) from the start of `it`; the rest stays, with its
-  // epoch and node. Returns their address. Never allocates.
-  std::uintptr_t take(map::iterator it, std::size_t size) noexcept;
+  // The smallest extent of at least `size` bytes (null if none; see the file comment). An entry,
+  // not an iterator: the size bins link entries, and the fit needs no lookup in the map.
+  pool_extent_entry* best_fit(std::size_t size) noexcept;
+  // For a batch: the best fit for `count` blocks of `size` bytes, else for one (null if none).
+  pool_extent_entry* best_fit_batch(std::size_t size, std::uint32_t count) noexcept;
+  // Takes `size` bytes (at most the extent's) from the start of extent `e`; the rest stays, with
+  // its epoch and node. Returns their address. Never allocates.
+  std::uintptr_t take(pool_extent_entry& e, std::size_t size) noexcept;
   // Removes `size` bytes (at most the extent's) from the end of `it`. Never allocates.
   void cut_back(map::iterator it, std::size_t size) noexcept;
   // Makes sure that the next insert or cut_out needs no allocation (a node is kept ready). May

@@ -27,15 +27,15 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
   pool_stream& s = *cache.stream;
   std::lock_guard<std::mutex> arena(s.mutex);
   if (s.extents.empty()) return nullptr;
-  auto const it = s.extents.best_fit(size);
-  if (it == s.extents.extents().end()) return nullptr;
-  std::uintptr_t const addr = it->second.start;  // take() cuts from the start
+  pool_extent_entry* const fit = s.extents.best_fit(size);
+  if (fit == nullptr) return nullptr;
+  std::uintptr_t const addr = fit->second.start;  // take() cuts from the start
   try {
-    large_blocks_.insert(addr, {size, it->second.chunk});
+    large_blocks_.insert(addr, {size, fit->second.chunk});
   } catch (std::bad_alloc const&) {
     return nullptr;  // nothing changed: the shared path tries (and reports) it
   }
-  s.extents.take(it, size);
+  s.extents.take(*fit, size);
   s.net_returned -= static_cast<std::int64_t>(size);
   s.refills.fetch_add(1, std::memory_order_relaxed);  // the stream is allocating: not quiet
   return reinterpret_cast<void*>(addr);

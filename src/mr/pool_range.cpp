@@ -221,7 +221,7 @@ bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool
     return false;
   }
   if (hole != 0) {
-    holes_.take(holes_.find_start(hole), plan.target_bytes);
+    holes_.take(*holes_.find_start(hole), plan.target_bytes);
   } else {
     std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
     if (vrange_chunk_ == nullptr) {

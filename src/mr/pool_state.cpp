@@ -217,26 +217,24 @@ void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
 
 std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
   std::lock_guard<std::mutex> arena(s.mutex);
-  auto const own = s.extents.best_fit(size);
-  auto const any = free_.best_fit(size);
-  bool const has_own = own != s.extents.extents().end();
-  bool const has_any = any != free_.extents().end();
-  if (has_own && (!has_any || own->second.size <= any->second.size))
-    return s.extents.take(own, size);
-  if (!has_any) return 0;
-  return take_slab_held(any, size,
+  pool_extent_entry* const own = s.extents.best_fit(size);
+  pool_extent_entry* const any = free_.best_fit(size);
+  if (own != nullptr && (any == nullptr || own->second.size <= any->second.size))
+    return s.extents.take(*own, size);
+  if (any == nullptr) return 0;
+  return take_slab_held(*any, size,
                         size > options_.max_cached_size ? large_slab_locked(size, s) : size, s);
 }
 
-std::uintptr_t pool_state::take_slab_held(pool_extent_set::map::iterator it, std::size_t size,
+std::uintptr_t pool_state::take_slab_held(pool_extent_entry& free, std::size_t size,
                                           std::size_t slab, pool_stream& s) noexcept {
-  std::uintptr_t const base = it->second.start;
-  slab = std::min(it->second.size, std::max(size, slab));
+  std::uintptr_t const base = free.second.start;
+  slab = std::min(free.second.size, std::max(size, slab));
   if (slab > size) {
     // The rest goes to the stream first: that insert may fail (then only `size` is taken), the
     // take below cannot.
     try {
-      if (add_extent(s.extents, base + size, slab - size, s.epoch, it->second.chunk))
+      if (add_extent(s.extents, base + size, slab - size, s.epoch, free.second.chunk))
         s.unfenced_bytes += slab - size;
       else
         slab = size;
@@ -244,7 +242,7 @@ std::uintptr_t pool_state::take_slab_held(pool_extent_set::map::iterator it, std
       slab = size;
     }
   }
-  free_.take(it, slab);
+  free_.take(free, slab);
   return base;
 }
 

@@ -194,11 +194,11 @@ class pool_state {
   // lock. 0 if none fits. A large block (above max_cached_size) taken from a free extent brings a
   // slab of it to `s` (large_slab_locked).
   std::uintptr_t best_fit_locked(std::size_t size, pool_stream& s);
-  // Takes `size` bytes from the start of the free extent `it` for `s` (whose lock the caller
+  // Takes `size` bytes from the start of the free extent `free` for `s` (whose lock the caller
   // holds), and with them up to `slab` bytes of it into `s`'s extents (only `size` if that insert
   // fails). Returns their address. Never throws.
-  std::uintptr_t take_slab_held(pool_extent_set::map::iterator it, std::size_t size,
-                                std::size_t slab, pool_stream& s) noexcept;
+  std::uintptr_t take_slab_held(pool_extent_entry& free, std::size_t size, std::size_t slab,
+                                pool_stream& s) noexcept;
   // The slab a large miss of `size` bytes on `s` takes from a free extent (at least `size`): a
   // stream's growth step, or its share of the pool (held_ / streams) if that is less; `size` alone
   // for an expandable pool, while no other stream allocates, after a failed growth, or near

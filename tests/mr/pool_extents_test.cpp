@@ -103,7 +103,7 @@ TEST(pool_extent_set, merges_neighbours_of_one_chunk_only_and_refuses_overlaps) 
   expect_sound(set);
   // Carving from the start and cutting the back keep the bins right.
   auto const first = set.extents().begin();
-  EXPECT_EQ(set.take(first, 3 * unit), a.base);
+  EXPECT_EQ(set.take(*first, 3 * unit), a.base);
   EXPECT_EQ(set.extents().begin()->second.start, a.base + 3 * unit);
   set.cut_back(set.extents().begin(), 5 * unit);
   EXPECT_EQ(set.extents().begin()->second.size, 8 * unit);
@@ -137,7 +137,7 @@ TEST(pool_extent_set, finds_extents_by_start_and_end_and_sees_overlaps) {
   set.cut_back(set.find_start(c.base + 32 * unit), 2 * unit);
   EXPECT_TRUE(set.find_end(c.base + 38 * unit) != none);
   EXPECT_TRUE(set.find_end(c.base + 40 * unit) == none);
-  EXPECT_EQ(set.take(set.find_start(c.base + 8 * unit), 2 * unit), c.base + 8 * unit);
+  EXPECT_EQ(set.take(*set.find_start(c.base + 8 * unit), 2 * unit), c.base + 8 * unit);
   EXPECT_TRUE(set.find_start(c.base + 10 * unit) != none);
   EXPECT_TRUE(set.find_end(c.base + 16 * unit) != none);
   // Joining the extent before (its end moves) and both at once.
@@ -234,16 +234,16 @@ TEST(pool_extent_set, best_fit_is_the_smallest_fit_against_a_model) {
         }
       } else {
         std::uintptr_t const expected = model_fit(model, size);
-        auto const it = set.best_fit(size);
+        pool_extent_entry* const fit = set.best_fit(size);
         if (expected == 0) {
-          ASSERT_TRUE(it == set.extents().end());
+          ASSERT_EQ(fit, nullptr);
           continue;
         }
-        ASSERT_TRUE(it != set.extents().end());
-        ASSERT_EQ(it->second.start, expected) << size;
-        std::size_t const take = rng() % 2 ? size : it->second.size;
+        ASSERT_NE(fit, nullptr);
+        ASSERT_EQ(fit->second.start, expected) << size;
+        std::size_t const take = rng() % 2 ? size : fit->second.size;
         std::size_t const had = model[expected];
-        ASSERT_EQ(set.take(it, take), expected);
+        ASSERT_EQ(set.take(*fit, take), expected);
         model.erase(expected);
         if (had > take) model[expected + take] = had - take;
       }
@@ -264,17 +264,17 @@ TEST(pool_extent_set, a_long_bin_still_yields_its_only_fit) {
   for (std::size_t i = 1; i <= 3 * pool_extent_set::scan_limit; ++i)
     ASSERT_EQ(set.insert(chunk.base + i * 2048 * unit, 1039 * unit, 0, &chunk),
               pool_extent_set::insert_result::inserted);
-  auto const it = set.best_fit(fits);
-  ASSERT_TRUE(it != set.extents().end());
-  EXPECT_EQ(it->second.start, chunk.base);
+  pool_extent_entry* const fit = set.best_fit(fits);
+  ASSERT_NE(fit, nullptr);
+  EXPECT_EQ(fit->second.start, chunk.base);
   // A fit in a larger bin is taken when the request's bin is long and holds none.
-  EXPECT_EQ(set.take(it, fits), chunk.base);
+  EXPECT_EQ(set.take(*fit, fits), chunk.base);
   ASSERT_EQ(set.insert(chunk.base + 200 * 2048 * unit, 4096 * unit, 0, &chunk),
             pool_extent_set::insert_result::inserted);
-  auto const larger = set.best_fit(1040 * unit);
-  ASSERT_TRUE(larger != set.extents().end());
+  pool_extent_entry* const larger = set.best_fit(1040 * unit);
+  ASSERT_NE(larger, nullptr);
   EXPECT_EQ(larger->second.size, 4096 * unit);
-  EXPECT_TRUE(set.best_fit(4097 * unit) == set.extents().end());
+  EXPECT_EQ(set.best_fit(4097 * unit), nullptr);
   expect_sound(set);
 }
 
