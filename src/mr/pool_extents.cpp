@@ -2,8 +2,8 @@
 // pool_extents.hpp). Merging and splitting reuse the nodes of the extents they change, and erased
 // nodes are kept for the next insert, so only an extent with no neighbour to join (and no kept
 // node) allocates. The map is keyed by the extents' ends: carving from an extent's start and
-// joining a range to the extent after it move no node. An extent is unlinked from its size bin
-// before its size changes and linked again after.
+// joining a range to the extent after it move no node. An extent whose size changes moves to
+// another size bin only when its size left its bin (rebin).
 #include "pool_extents.hpp"
 
 #include <algorithm>
@@ -12,9 +12,6 @@
 namespace gpumem::detail {
 
 namespace {
-
-// Sizes are counted in 256-byte units (pool_granularity) for the bins.
-constexpr unsigned unit_shift = 8;
 
 inline unsigned lowest_bit(std::uint64_t v) noexcept {
   return static_cast<unsigned>(__builtin_ctzll(v));
@@ -26,16 +23,10 @@ inline unsigned highest_bit(std::uint64_t v) noexcept {
 
 }  // namespace
 
-unsigned pool_extent_set::bin_of(std::size_t size) noexcept {
-  std::uint64_t const units = static_cast<std::uint64_t>(size) >> unit_shift;
-  if (units < 16) return static_cast<unsigned>(units);
-  unsigned const log = highest_bit(units);  // 4 and up
-  return (log - 3) * 16 + static_cast<unsigned>((units >> (log - 4)) & 15);
-}
-
 void pool_extent_set::link(pool_extent_entry& e) noexcept {
   unsigned const bin = bin_of(e.second.size);
   pool_extent_entry* const head = heads_[bin];
+  e.second.bin = bin;
   e.second.bin_prev = nullptr;
   e.second.bin_next = head;
   if (head != nullptr) head->second.bin_prev = &e;
@@ -45,7 +36,7 @@ void pool_extent_set::link(pool_extent_entry& e) noexcept {
 }
 
 void pool_extent_set::unlink(pool_extent_entry& e) noexcept {
-  unsigned const bin = bin_of(e.second.size);
+  unsigned const bin = e.second.bin;
   pool_extent_entry* const prev = e.second.bin_prev;
   pool_extent_entry* const next = e.second.bin_next;
   if (next != nullptr) next->second.bin_prev = prev;
@@ -58,6 +49,12 @@ void pool_extent_set::unlink(pool_extent_entry& e) noexcept {
     used_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
     if (used_[bin / 64] == 0) used_words_ &= ~(std::uint64_t{1} << (bin / 64));
   }
+}
+
+void pool_extent_set::rebin(pool_extent_entry& e) noexcept {
+  if (bin_of(e.second.size) == e.second.bin) return;
+  unlink(e);
+  link(e);
 }
 
 unsigned pool_extent_set::next_bin(unsigned bin) const noexcept {
@@ -131,7 +128,6 @@ pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std:
   }
   if (join_next) {
     // The merged extent is next's node, whose key (its end) stays: no node moves.
-    unlink(*next);
     pool_extent& merged = next->second;
     merged.start = addr;
     merged.size += size;
@@ -143,13 +139,13 @@ pool_extent_set::insert_result pool_extent_set::insert(std::uintptr_t addr, std:
       merged.epoch = std::max(merged.epoch, prev->second.epoch);
       drop_node(prev);
     }
-    link(*next);
+    rebin(*next);
   } else {
-    // Joins prev alone: prev's end moves up to `end` (the order is unchanged).
-    unlink(*prev);
+    // Joins prev alone: prev's end moves up to `end` (the order is unchanged; the node, and with
+    // it the entry the size bins link, is the same).
     prev->second.size += size;
     prev->second.epoch = std::max(prev->second.epoch, epoch);
-    link(*rekey(prev, end));
+    rebin(*rekey(prev, end));
   }
   add_bytes(size);
   return insert_result::inserted;
@@ -205,10 +201,9 @@ std::uintptr_t pool_extent_set::take(pool_extent_entry& e, std::size_t size) noe
   }
   // The rest keeps the extent's node and key (its end); its neighbours were not mergeable before,
   // nor now.
-  unlink(e);
   e.second.start += size;
   e.second.size -= size;
-  link(e);
+  rebin(e);
   remove_bytes(size);
   return addr;
 }
@@ -218,9 +213,8 @@ void pool_extent_set::cut_back(map::iterator it, std::size_t size) noexcept {
     erase(it);
     return;
   }
-  unlink(*it);
   it->second.size -= size;
-  link(*rekey(it, it->first - size));
+  rebin(*rekey(it, it->first - size));
   remove_bytes(size);
 }
 
@@ -279,9 +273,9 @@ std::string pool_extent_set::validate_index() const {
                " extents";
       if (e->second.bin_prev != prev)
         return "size bin " + std::to_string(bin) + " has a broken backward link";
-      if (bin_of(e->second.size) != bin)
+      if (bin_of(e->second.size) != bin || e->second.bin != bin)
         return "an extent of " + std::to_string(e->second.size) + " B is in size bin " +
-               std::to_string(bin);
+               std::to_string(bin) + " (it names bin " + std::to_string(e->second.bin) + ")";
       if (e->first != e->second.start + e->second.size)
         return "the extent at " + std::to_string(e->second.start) + " is keyed by " +
                std::to_string(e->first) + ", not by its end";

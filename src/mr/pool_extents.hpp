@@ -48,9 +48,10 @@ struct pool_extent {
   std::size_t size = 0;
   std::uint64_t epoch = 0;  // of its owner's fences (0 for free extents)
   pool_chunk* chunk = nullptr;
-  // The set's size bins (intrusive, maintained by pool_extent_set alone).
+  // The set's size bins (intrusive, maintained by pool_extent_set alone): the bin it is listed in.
   pool_extent_entry* bin_prev = nullptr;
   pool_extent_entry* bin_next = nullptr;
+  unsigned bin = 0;
 };
 
 // Not thread safe: its owner's lock guards it. bytes() may be read without that lock, as a hint.
@@ -110,7 +111,12 @@ class pool_extent_set {
   std::string validate_index() const;
 
   // The bin of a size (public for tests): 16 bins per power of two of 256-byte units.
-  static unsigned bin_of(std::size_t size) noexcept;
+  static unsigned bin_of(std::size_t size) noexcept {
+    std::uint64_t const units = static_cast<std::uint64_t>(size) >> 8;  // pool_granularity
+    if (units < 16) return static_cast<unsigned>(units);
+    auto const log = 63u - static_cast<unsigned>(__builtin_clzll(units));  // 4 and up
+    return (log - 3) * 16 + static_cast<unsigned>((units >> (log - 4)) & 15);
+  }
 
  private:
   static constexpr unsigned bins = 64 * 14;  // covers every 64-bit size
@@ -118,6 +124,8 @@ class pool_extent_set {
 
   void link(pool_extent_entry& e) noexcept;
   void unlink(pool_extent_entry& e) noexcept;
+  // After a change of e's size: moves it to the bin of its new size if that is another bin.
+  void rebin(pool_extent_entry& e) noexcept;
   // The first bin at or after `bin` that holds an extent (bins if none).
   unsigned next_bin(unsigned bin) const noexcept;
   // A map node for extent `e`: a kept one if any. May throw std::bad_alloc.
