@@ -81,7 +81,9 @@ std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
     bin.push_run(split.base, n, size);
     if (split.size > n * size) {
       std::shared_lock<std::shared_mutex> chunks(chunks_mutex_);
-      give_back_held(reinterpret_cast<void*>(split.base + n * size), split.size - n * size, s);
+      std::uintptr_t const rest = split.base + n * size;
+      if (!give_back_held(reinterpret_cast<void*>(rest), split.size - n * size, s))
+        note_lost(rest, split.size - n * size);  // the node is ready: cannot happen
     }
     return n;
   }
@@ -160,7 +162,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
       ++moved;
     }
     if (moved == 0) {
-      log_lost(reinterpret_cast<std::uintptr_t>(bin.slots[bin.count - 1]), size);
+      note_lost(reinterpret_cast<std::uintptr_t>(bin.slots[bin.count - 1]), size);
       --bin.count;
       ++moved;
     }
@@ -223,6 +225,10 @@ std::shared_ptr<pool_thread_cache> pool_state::make_cache(stream_handle stream) 
 
 // The retired totals keep what the cache counted, so the pool's statistics still include it.
 void pool_state::detach_cache_locked(pool_thread_cache& cache) noexcept {
+  // What a flush could not place for want of host memory goes with the cache.
+  for (unsigned c = 0; c < cache.num_classes; ++c)
+    for (pool_bin& bin = cache.bins[c]; bin.count > 0; --bin.count)
+      note_lost(reinterpret_cast<std::uintptr_t>(bin.slots[bin.count - 1]), pool_class_size(c));
   retired_live_ += cache.counters.live_bytes.load();
   retired_requested_ += cache.counters.requested_bytes.load();
   retired_allocations_ += cache.counters.allocations.load();

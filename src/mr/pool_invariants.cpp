@@ -190,7 +190,7 @@ void pool_state::check_invariants() const {
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
 
   std::size_t const accounted = free_sum + claimed_bytes_ + owned_total + listed_total +
-                                static_cast<std::size_t>(cached_total) +
+                                lost_bytes_.load() + static_cast<std::size_t>(cached_total) +
                                 static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));
   if (live_total < 0) fail(me, "live bytes are negative: " + std::to_string(live_total));
   if (accounted != held)

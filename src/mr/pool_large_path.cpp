@@ -147,7 +147,7 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
       try {
         large_blocks_.insert(addr, {size, chunk_of(addr)});
       } catch (...) {
-        if (!give_back_locked(p, size, s)) log_lost(addr, size);
+        if (!give_back_locked(p, size, s)) note_lost(addr, size);
         throw;
       }
     }
@@ -181,7 +181,7 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
           ? !check_large_free(reinterpret_cast<std::uintptr_t>(ptr), size, chunk)
           : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
     return;
-  if (!give_back_locked(ptr, size, *s)) log_lost(reinterpret_cast<std::uintptr_t>(ptr), size);
+  if (!give_back_locked(ptr, size, *s)) note_lost(reinterpret_cast<std::uintptr_t>(ptr), size);
   large_live_ -= size;
   large_requested_ -= requested;
   ++large_deallocations_;

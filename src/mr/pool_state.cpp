@@ -205,9 +205,14 @@ bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size
   return false;
 }
 
-void pool_state::log_lost(std::uintptr_t addr, std::size_t size) const {
-  log(log_level::error, name() + ": out of host memory: " + pool_hex(addr) + " (" +
-                            std::to_string(size) + " B) is lost until the pool is destroyed");
+void pool_state::note_lost(std::uintptr_t addr, std::size_t size) noexcept {
+  lost_bytes_.fetch_add(size, std::memory_order_relaxed);
+  try {
+    log(log_level::error, name() + ": out of host memory: " + pool_hex(addr) + " (" +
+                              std::to_string(size) + " B) is lost until the pool is destroyed");
+  } catch (...) {
+    // the message itself needs the heap
+  }
 }
 
 void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {

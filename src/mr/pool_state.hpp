@@ -222,8 +222,9 @@ class pool_state {
   // a double free or a wrong size. Takes the streams' locks.
   bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
   void log_overlap(std::uintptr_t addr, std::size_t size) const;
-  // A block that could be neither kept nor handed back (no host memory for either).
-  void log_lost(std::uintptr_t addr, std::size_t size) const;
+  // A block that could be neither kept nor handed back (no host memory for either): counted in
+  // lost_bytes_ (check_invariants accounts for it) and logged if the log can be written.
+  void note_lost(std::uintptr_t addr, std::size_t size) noexcept;
   // Bytes in the class lists and extents of the other streams that have not allocated since the
   // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
   std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
@@ -243,7 +244,7 @@ class pool_state {
   // Hands [ptr, ptr + size) back to `s`'s extents (with chunks_mutex_ or mutex_ held as well).
   // False when no memory could be had for its extent node: then nothing changed and the caller
   // still holds the block (a range refused as not the pool's is logged and counts as handed back).
-  bool give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept;
+  [[nodiscard]] bool give_back_held(void* ptr, std::size_t size, pool_stream& s) noexcept;
   // Moves the stream's listed blocks into its extents: all of them, or only the cold lists.
   void drain_class_lists_held(pool_stream& s, bool cold_only = false);
   void drain_lists_from_held(pool_stream& s, unsigned first, bool cold_only);
@@ -257,7 +258,7 @@ class pool_state {
                     held_hint_.load(std::memory_order_relaxed) / pool_merged_list_share);
   }
   // --- streams and fences (mutex_ held; they take the stream's lock) ---
-  bool give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
+  [[nodiscard]] bool give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
   // Fences `s` when it has handed back at least `threshold` bytes since its last fence (and other
   // streams exist to use them).
   void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
@@ -413,6 +414,8 @@ class pool_state {
   std::size_t large_requested_ = 0;
   std::uint64_t large_allocations_ = 0;
   std::uint64_t large_deallocations_ = 0;
+  // Blocks lost for want of host memory (note_lost); they stay inside their chunks until the end.
+  std::atomic<std::size_t> lost_bytes_{0};
   // Counters of caches whose thread has exited.
   std::int64_t retired_live_ = 0;
   std::int64_t retired_requested_ = 0;
