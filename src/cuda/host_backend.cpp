@@ -35,7 +35,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -84,8 +83,7 @@ class host_backend final : public detail::vmm_backend {
     // Streams first: their queued tasks may still touch the arena.
     default_stream_.reset();
     per_thread_streams_.clear();
-    for (stream_impl* s : streams_)
-      delete s;
+    streams_.clear();
     vmm_.release_all();
     for (auto& entry : pinned_)
       std::free(entry.first);
@@ -115,18 +113,19 @@ class host_backend final : public detail::vmm_backend {
   }
   memory_info get_memory_info() override { return arena_.info(); }
   void synchronize() override {
-    std::vector<stream_impl*> all;
-    std::vector<std::shared_ptr<stream_impl>> per_thread;  // kept alive while waited for
+    // Kept alive while waited for: another thread may destroy a stream meanwhile (as CUDA allows a
+    // device-wide synchronisation beside a cudaStreamDestroy); the last owner then deletes it.
+    std::vector<std::shared_ptr<stream_impl>> all;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      all.assign(streams_.begin(), streams_.end());
+      all.reserve(streams_.size() + per_thread_streams_.size());
+      for (auto& entry : streams_)
+        all.push_back(entry.second);
       for (auto& entry : per_thread_streams_)
-        per_thread.push_back(entry.second.stream);
+        all.push_back(entry.second.stream);
     }
     default_stream().synchronize();
-    for (stream_impl* s : all)
-      s->synchronize();
-    for (auto const& s : per_thread)
+    for (auto const& s : all)
       s->synchronize();
   }
 
@@ -232,21 +231,27 @@ class host_backend final : public detail::vmm_backend {
 
   // --- streams ---
   stream_handle create_stream(bool) override {
-    auto* s = new stream_impl();
+    auto s = std::make_shared<stream_impl>();
     std::lock_guard<std::mutex> lock(mutex_);
-    streams_.insert(s);
-    return s;
+    streams_.emplace(s.get(), s);
+    return s.get();
   }
   void destroy_stream(stream_handle stream) override {
     if (stream == nullptr) return;
     stream_generation.fetch_add(1, std::memory_order_acq_rel);  // before its address can be reused
+    std::shared_ptr<stream_impl> gone;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (streams_.erase(stream) == 0)
+      auto const it = streams_.find(stream);
+      if (it == streams_.end())
         fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "destroy_stream",
              pointer_text(stream) + " is not a live stream");
+      gone = std::move(it->second);
+      streams_.erase(it);
     }
-    delete stream;  // completes the queued work first, as cudaStreamDestroy does
+    // Deleted here, or by a synchronize() still waiting for it: the deletion completes the queued
+    // work first, as cudaStreamDestroy does.
+    gone.reset();
   }
   void synchronize_stream(stream_handle stream) override { resolve(stream).synchronize(); }
   bool query_stream(stream_handle stream) override { return resolve(stream).idle(); }
@@ -479,7 +484,7 @@ class host_backend final : public detail::vmm_backend {
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;
   std::unordered_map<void*, std::pair<void*, std::size_t>> ipc_mappings_;
-  std::set<stream_impl*> streams_;
+  std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
   struct per_thread_stream {
     std::weak_ptr<void const> owner;  // expires when the thread exits

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -226,6 +227,39 @@ TEST(cuda_stream, blocking_and_non_blocking_streams_can_be_created_and_destroyed
     b.destroy_stream(s);
   }
   EXPECT_NO_THROW(b.synchronize());
+}
+
+TEST(cuda_stream, a_device_wide_synchronize_beside_stream_destruction_is_safe) {
+  // CUDA allows cudaDeviceSynchronize on one thread while others destroy their streams: the
+  // synchronisation must not wait on a stream freed under it (a crash, or a hang that holds up
+  // whoever called it, such as a pool's out-of-memory path).
+  auto& b = backend();
+  std::atomic<int> running{3};
+  std::vector<std::thread> churners;
+  for (int t = 0; t < 3; ++t)
+    churners.emplace_back([&] {
+      for (int round = 0; round < 25; ++round) {
+        // Streams with work queued, destroyed while it may still run: a synchronisation that has
+        // seen one waits for it.
+        std::vector<gpumem::stream_handle> streams;
+        for (int i = 0; i < 8; ++i) {
+          streams.push_back(b.create_stream(true));
+          b.enqueue_host_function(
+              streams.back(), [] { std::this_thread::sleep_for(std::chrono::microseconds(50)); });
+        }
+        for (gpumem::stream_handle s : streams)
+          b.destroy_stream(s);
+      }
+      running.fetch_sub(1);
+    });
+  int synchronizations = 0;
+  while (running.load() > 0) {
+    b.synchronize();
+    ++synchronizations;
+  }
+  for (auto& t : churners)
+    t.join();
+  EXPECT_GT(synchronizations, 0);
 }
 
 TEST(cuda_stream, stream_ids_are_stable_and_never_reused) {
