@@ -11,13 +11,23 @@ constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
 
 }  // namespace
 
-pool_large_blocks::pool_large_blocks() : shards_(std::make_unique<shard[]>(shard_count)) {}
+pool_large_blocks::pool_large_blocks()
+    : shards_(std::make_unique<shard[]>(shard_count)),
+      live_(std::make_unique<std::atomic<std::uint32_t>[]>(live_counters)) {
+  for (std::size_t i = 0; i < live_counters; ++i)
+    live_[i].store(0, std::memory_order_relaxed);
+}
 
 pool_large_blocks::~pool_large_blocks() = default;
 
 pool_large_blocks::shard& pool_large_blocks::shard_of(std::uintptr_t addr) noexcept {
   static_assert(shard_count == 4096, "the shift below takes 12 bits");
   return shards_[((addr >> 24) * golden) >> 52];
+}
+
+std::atomic<std::uint32_t>& pool_large_blocks::live_counter(std::uintptr_t addr) noexcept {
+  static_assert(live_counters == 16384, "the shift below takes 14 bits");
+  return live_[((addr >> 8) * golden) >> 50];
 }
 
 std::size_t pool_large_blocks::home(std::uintptr_t addr, std::size_t capacity) noexcept {
@@ -66,6 +76,7 @@ void pool_large_blocks::insert(std::uintptr_t addr, block b) {
   }
   s.slots[at] = {addr, b};
   ++s.used;
+  live_counter(addr).fetch_add(1, std::memory_order_relaxed);
 }
 
 pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::size_t size,
@@ -82,7 +93,21 @@ pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::s
     candidate.key = tombstone;
     --s.used;
     ++s.removed;
+    live_counter(addr).fetch_sub(1, std::memory_order_relaxed);
     return outcome::removed;
+  }
+}
+
+bool pool_large_blocks::live(std::uintptr_t addr) noexcept {
+  // The block's allocation (and its count) happened before the caller could name its address.
+  if (live_counter(addr).load(std::memory_order_relaxed) == 0) return false;
+  shard& s = shard_of(addr);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.capacity == 0) return false;
+  for (std::size_t at = home(addr, s.capacity);; at = (at + 1) & (s.capacity - 1)) {
+    std::uintptr_t const key = s.slots[at].key;
+    if (key == empty) return false;
+    if (key == addr) return true;
   }
 }
 

@@ -59,8 +59,11 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
   num_classes_ = options.max_cached_size >= pool_granularity
                      ? pool_size_class(options.max_cached_size) + 1
                      : 0;
-  // Cached sizes must be exactly the class sizes up to the limit.
-  if (num_classes_ > 0) options_.max_cached_size = pool_class_size(num_classes_ - 1);
+  // Cached sizes must be exactly the class sizes up to the limit; below the smallest class (256
+  // bytes), nothing is cached.
+  options_.max_cached_size = num_classes_ > 0 ? pool_class_size(num_classes_ - 1) : 0;
+  // Every extent is a multiple of 256 bytes: so is the most the pool may hold.
+  options_.maximum_size = options.maximum_size / pool_granularity * pool_granularity;
   first_merged_class_ = options_.max_cached_size >= pool_merged_class_bytes
                             ? pool_size_class(pool_merged_class_bytes)
                             : num_classes_;
@@ -79,9 +82,10 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
         backend_, most > std::numeric_limits<std::size_t>::max() / 2 ? most : 2 * most,
         options.page_size);
   }
-  if (options.initial_size > 0) {
+  // Within the maximum as rounded (an initial size of all of it, rounded up, would not fit).
+  if (std::size_t const initial = std::min(options.initial_size, options_.maximum_size)) {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (!grow(lock, options.initial_size, nullptr))
+    if (!grow(lock, initial, nullptr))
       throw out_of_memory(options.initial_size, name(), 0, 0,
                           "the upstream could not provide the initial pool size");
   }

@@ -282,6 +282,14 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
     pool_bump(cache->counters.deallocations, 1);
     return;
   }
+  if (large_blocks_.live(reinterpret_cast<std::uintptr_t>(ptr))) {
+    // A live large block freed with a cached size: it would go to a stack and be handed out again
+    // while its owner still uses it.
+    log(log_level::error,
+        name() + ": deallocate(" + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+            std::to_string(bytes) + " B): the block was allocated with another size; ignored");
+    return;
+  }
   unsigned const cls = pool_size_class(bytes);
   if (cache == nullptr) {
     // No cache (no memory for one, or the thread is exiting): straight to the shared structures.

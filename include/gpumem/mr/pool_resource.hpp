@@ -34,10 +34,12 @@ struct pool_options {
   // it), rounded to 2 MiB, at most 8 × chunk_size: chunks never merge, and a chunk smaller than the
   // workload's largest blocks could not serve them. Steps use chunk_size rounded down to 256 bytes.
   std::size_t chunk_size = 32 * MiB;
-  // The pool never holds more than this from the upstream.
+  // The pool never holds more than this from the upstream (rounded down to 256 bytes, the pool's
+  // granularity; an initial_size above that is held to it).
   std::size_t maximum_size = std::numeric_limits<std::size_t>::max();
   // Requests up to this size are rounded to a size class and cached per thread; larger ones are
-  // served exactly (256-byte granularity) by the coalescing best fit. At most 4 GiB.
+  // served exactly (256-byte granularity) by the coalescing best fit. At most 4 GiB; below 256
+  // bytes (the smallest class), nothing is cached.
   std::size_t max_cached_size = 4 * MiB;
   // Per thread, stream and size class, a thread cache keeps at most this many bytes (and between
   // 4 and 32 blocks whatever their size); for classes of 1 MiB and more, at most 2 MiB (and at
