@@ -125,10 +125,12 @@ bool pool_state::grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool
     if (p != nullptr) upstream_.deallocate(p, got, order);
     lock.lock();
     growing_ -= preferred;
+    growth_done_.notify_all();
     throw;
   }
   lock.lock();
   growing_ -= preferred;
+  growth_done_.notify_all();  // the waiters need the mutex: they see the chunk added below
   if (p == nullptr) {
     growth_refused_ = true;
     return false;

@@ -155,6 +155,10 @@ pool_statistics pool_state::statistics() const {
   std::int64_t cached = 0;
   st.allocations = large_allocations_ + retired_allocations_;
   st.deallocations = large_deallocations_ + retired_deallocations_;
+  // Frees after close() (counted apart: the pool no longer takes blocks back).
+  live -= static_cast<std::int64_t>(closed_freed_bytes_.load(std::memory_order_relaxed));
+  requested -= static_cast<std::int64_t>(closed_freed_requested_.load(std::memory_order_relaxed));
+  st.deallocations += closed_frees_.load(std::memory_order_relaxed);
   for (auto const& cache : caches_) {
     live += cache->counters.live_bytes.load(std::memory_order_relaxed);
     requested += cache->counters.requested_bytes.load(std::memory_order_relaxed);

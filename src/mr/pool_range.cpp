@@ -324,6 +324,7 @@ void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool
     claimed_bytes_ -= n.size;
     put_back_locked(n.addr, n.size, mapped ? joined : n.owned ? s : nullptr);
   }
+  growth_done_.notify_all();  // the waiters need the mutex: they see what follows too
   if (plan.target_bytes == 0) return;
   if (mapped)
     put_back_locked(plan.target, plan.target_bytes, joined);

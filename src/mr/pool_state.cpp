@@ -352,6 +352,20 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
     reset_full_drains(s);
     if (void* p = fit_locked(size, s)) return p;
   }
+  // Other threads' growth in flight (an upstream call, a range's mapping: the mutex is released
+  // meanwhile) counts against maximum_size and holds the free memory it claimed until it is done:
+  // wait for it, then try again. Without the wait, threads growing side by side near the maximum
+  // took each other's growth for memory held and ran out with room left.
+  bool waited = false;
+  while (growing_ > 0 || claimed_bytes_ > 0) {
+    waited = true;
+    growth_done_.wait(lock);
+    if (void* p = fit_locked(size, s)) return p;
+  }
+  if (waited && grow(lock, size, &s)) {
+    reset_full_drains(s);
+    if (void* p = fit_locked(size, s)) return p;
+  }
   if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/false)) return p;
   // Last resort: other threads flush at their next call; wait for every stream so that every
   // extent handed back so far is free for all.

@@ -28,6 +28,7 @@
 #include <gpumem/mr/pool_resource.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -253,6 +254,11 @@ class pool_state {
   // lists, stream's lock held) merges those lists back into its extents.
   void bound_merged_lists_held(pool_stream& s) noexcept;
   bool merged_class(unsigned cls) const noexcept { return cls >= first_merged_class_; }
+  // The bytes a block of `bytes` takes: its size class up to max_cached_size, else 256-byte units.
+  std::size_t block_size(std::size_t bytes) const noexcept {
+    return bytes <= options_.max_cached_size ? pool_class_size(pool_size_class(bytes))
+                                             : pool_round_up(bytes);
+  }
   std::size_t merged_list_limit() const noexcept {
     return std::max(pool_merged_list_bytes,
                     held_hint_.load(std::memory_order_relaxed) / pool_merged_list_share);
@@ -364,6 +370,8 @@ class pool_state {
   enum class closed_state : unsigned char { open, give_back_at_destruction, abandon };
   std::atomic<closed_state> closed_{closed_state::open};
   std::atomic<std::uint64_t> closed_frees_{0};
+  std::atomic<std::size_t> closed_freed_bytes_{0};      // their sizes as the pool rounds them
+  std::atomic<std::size_t> closed_freed_requested_{0};  // and as requested
   // Read by every large allocate or free without mutex_ (and seldom written): kept off the lines
   // that a miss writes under mutex_.
   std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_
@@ -397,6 +405,8 @@ class pool_state {
   std::size_t growth_floor_next_ = 0;
   bool growth_refused_ = false;  // the last growth failed (maximum_size, or the upstream refused)
   std::size_t growing_ = 0;      // bytes being taken from the upstream with mutex_ released
+  // Notified (under mutex_) when a growth in flight ends: growing_ or claimed_bytes_ went down.
+  std::condition_variable growth_done_;
   // Expandable pools: the range's chunk in chunks_ (null while it is empty): the part of the range
   // (vrange_) in use, from its base, in which the pages of holes_ are not mapped. Growth takes
   // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range

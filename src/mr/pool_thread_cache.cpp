@@ -230,12 +230,13 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
   if (ptr == nullptr) return;
   if (closed_.load(std::memory_order_relaxed) != closed_state::open) {
     // After close(): the block's chunk goes as close() said, at destruction; the stream (maybe
-    // destroyed, like the context) is never named.
+    // destroyed, like the context) is never named. Only the statistics take the free in.
+    closed_freed_bytes_.fetch_add(block_size(bytes), std::memory_order_relaxed);
+    closed_freed_requested_.fetch_add(bytes, std::memory_order_relaxed);
     closed_frees_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  bool const cached = bytes <= options_.max_cached_size;
-  std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
+  std::size_t const size = block_size(bytes);
   if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
   bool released = false;
   pool_thread_cache* const cache = calling_thread_cache_for_free(stream, released);
@@ -264,8 +265,7 @@ void pool_state::deallocate_on_released(void* ptr, std::size_t bytes,
     std::lock_guard<std::mutex> lock(mutex_);
     ++synchronizations_;
   }
-  bool const cached = bytes <= options_.max_cached_size;
-  std::size_t const size = cached ? pool_class_size(pool_size_class(bytes)) : pool_round_up(bytes);
+  std::size_t const size = block_size(bytes);
   deallocate_checked(ptr, bytes, size, calling_thread_cache(nullptr), nullptr);
 }
 

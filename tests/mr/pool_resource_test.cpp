@@ -238,66 +238,6 @@ TEST_F(pool_test, tracking_catches_double_free_and_wrong_size) {
   pool.check_invariants();
 }
 
-TEST_F(pool_test, a_large_block_freed_with_a_cached_size_is_caught_without_tracking) {
-  // A cached size goes to the thread's stack: without the check, the live block would be handed
-  // out again at once.
-  pool_resource pool(upstream, {});
-  std::vector<std::string> errors;
-  auto previous = set_log_sink([&](log_level level, std::string_view message) {
-    if (level == log_level::error) errors.emplace_back(message);
-  });
-  void* big = pool.allocate(8 * MiB, a);
-  pool.deallocate(big, 256, a);
-  void* small = pool.allocate(256, a);
-  set_log_sink(previous);
-  EXPECT_FALSE(test::overlap(small, 256, big, 8 * MiB)) << "a live block handed out again";
-  ASSERT_EQ(errors.size(), 1u);
-  EXPECT_NE(errors[0].find("allocated with another size"), std::string::npos) << errors[0];
-  pool.check_invariants();
-  pool.deallocate(small, 256, a);
-  pool.deallocate(big, 8 * MiB, a);
-  void* again = pool.allocate(8 * MiB, a);
-  pool.deallocate(again, 8 * MiB, a);
-  pool.check_invariants();
-}
-
-TEST_F(pool_test, a_cached_size_limit_below_the_smallest_class_caches_nothing) {
-  for (std::size_t limit : {std::size_t{1}, std::size_t{100}, std::size_t{255}}) {
-    pool_options options;
-    options.max_cached_size = limit;
-    pool_resource pool(upstream, options);
-    std::vector<std::pair<void*, std::size_t>> blocks;
-    for (std::size_t bytes : {1, 100, 255, 256, 257, 4096})
-      blocks.emplace_back(pool.allocate(bytes, a), bytes);
-    for (std::size_t i = 0; i < blocks.size(); ++i)
-      for (std::size_t j = i + 1; j < blocks.size(); ++j)
-        EXPECT_FALSE(
-            test::overlap(blocks[i].first, blocks[i].second, blocks[j].first, blocks[j].second))
-            << limit;
-    EXPECT_EQ(pool.statistics().cached_bytes, 0u) << limit;
-    for (auto const& [p, bytes] : blocks)
-      pool.deallocate(p, bytes, a);
-    pool.check_invariants();
-  }
-}
-
-TEST_F(pool_test, a_maximum_size_off_the_granularity_is_held_to_it) {
-  // 1000 bytes: the pool holds at most 768 (three blocks of 256), and its structure stays exact.
-  pool_options options;
-  options.maximum_size = 1000;
-  options.initial_size = 1000;
-  pool_resource pool(upstream, options);
-  EXPECT_EQ(pool.statistics().held_bytes, 768u);
-  std::vector<void*> blocks;
-  for (int i = 0; i < 3; ++i)
-    blocks.push_back(pool.allocate(200, a));
-  EXPECT_THROW(pool.allocate(200, a), out_of_memory);
-  pool.check_invariants();
-  for (void* p : blocks)
-    pool.deallocate(p, 200, a);
-  pool.check_invariants();
-}
-
 TEST_F(pool_test, initial_size_and_maximum_are_respected) {
   pool_options options;
   options.initial_size = 8 * MiB;

@@ -275,9 +275,10 @@ class pool_resource final : public memory_resource {
   // manager's close: gpumem::close(device), Numba's cuda.close()). Waits for the device, makes
   // every freed block free, gives back every chunk without a live block, and destroys the pool's
   // events and its own stream. Afterwards allocate() throws logic_error, and a free of a block
-  // still live only counts it: it names no stream and makes no device call (the stream, like the
-  // context, may be gone by then). The chunks still holding live blocks are treated as `live`
-  // says. Idempotent (the first call's `live` holds). Must not race with other calls on the pool.
+  // still live only counts it (in statistics(): no longer live, one more deallocation): it names no
+  // stream and makes no device call (the stream, like the context, may be gone by then). The chunks
+  // still holding live blocks are treated as `live` says. Idempotent (the first call's `live`
+  // holds). Must not race with other calls on the pool.
   void close(pool_live_chunks live);
 
   pool_options const& options() const noexcept;
