@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ namespace {
 struct allocate_one {
   void** out;
   GPUMEM_HD void operator()(gpumem::thread_index const&) const { *out = NRT_Allocate(64); }
+};
+
+// Throws on the host backend (device code cannot).
+struct throw_in_launched_code {
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+#if !GPUMEM_DEVICE_PASS
+    throw std::runtime_error("thrown by the launched code (test)");
+#endif
+  }
 };
 
 struct free_all {
@@ -104,6 +114,25 @@ TEST(nrt_launch, a_memsys_set_on_a_held_stream_is_current_on_another_stream) {
 // One memory system (in managed memory, so that both devices reach it) launched on device 0, then
 // on device 1: the launch on device 1 must find it although that device's copy of the pointer was
 // never set before.
+TEST(nrt_launch, code_that_throws_leaves_no_memory_system_current) {
+  gpumem::device_backend& b = gpumem::backend();
+  if (b.kind() != gpumem::backend_kind::host)
+    GTEST_SKIP() << "device code cannot throw; the host backend's simulated threads can";
+  auto* const out = static_cast<void**>(b.allocate_managed(sizeof(void*), true));
+  {
+    nrt::memsys ms(nrt::heap_options{8 * gpumem::MiB}, nrt::memsys_options{true});
+    nrt::launch(ms, {1, 1}, throw_in_launched_code{});  // the backend logs the exception
+    b.synchronize();
+  }
+  // The same simulated thread (one block on the same stream) runs plain NRT code next: it has no
+  // memory system, not the destroyed one.
+  *out = out;
+  gpumem::launch({1, 1}, allocate_one{out});
+  b.synchronize();
+  EXPECT_EQ(*out, nullptr) << "a destroyed memory system stayed current";
+  b.deallocate_managed(out);
+}
+
 TEST(nrt_launch, one_memsys_is_current_on_every_device_it_is_launched_on) {
   gpumem::device_backend& b = gpumem::backend();
   int const devices = b.device_count();

@@ -42,11 +42,17 @@ struct with_memsys {
     if (detail::device_current_memsys != state) detail::device_current_memsys = state;
     f(t);
 #else
+    // Restored on every way out, an exception from `f` included: the simulated thread goes on to
+    // run other launches' code, which must not find this memory system (perhaps destroyed by then).
+    struct restore {
+      detail::memsys_state*& current;
+      detail::memsys_state* const previous;
+      ~restore() { current = previous; }
+    };
     detail::memsys_state*& current = detail::host_current_memsys();
-    detail::memsys_state* const previous = current;
+    restore const guard{current, current};
     current = state;
     f(t);
-    current = previous;
 #endif
   }
 };
