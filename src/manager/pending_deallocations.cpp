@@ -254,8 +254,13 @@ cleanup_guard pending_deallocations::defer_cleanup() {
     std::lock_guard<std::mutex> lock(mutex_);
     ++deferral_depth_;
   }
-  // The guard refers to this queue: it must not outlive it (nor its context).
-  return cleanup_guard([this] { end_deferral(); });
+  // A queue owned by a shared_ptr (every context's) is held weakly: a guard that outlives it (kept
+  // across gpumem::close()) ends nothing. One owned otherwise must outlive its guards.
+  std::weak_ptr<pending_deallocations> owner = weak_from_this();
+  if (owner.expired()) return cleanup_guard([this] { end_deferral(); });
+  return cleanup_guard([owner = std::move(owner)] {
+    if (std::shared_ptr<pending_deallocations> queue = owner.lock()) queue->end_deferral();
+  });
 }
 
 void pending_deallocations::end_deferral() noexcept {

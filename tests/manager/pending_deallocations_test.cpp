@@ -174,6 +174,26 @@ TEST(pending_deallocations, moved_and_reset_guards_end_the_deferral_once) {
   queue.check_invariants();
 }
 
+TEST(pending_deallocations, a_guard_may_outlive_a_queue_owned_by_a_shared_pointer) {
+  // A context's queues are shared-owned: a guard kept across gpumem::close() (Numba: cuda.close()
+  // inside `with defer_cleanup():`) must not touch the destroyed queue (ASan checks it).
+  auto queue = std::make_shared<pending_deallocations>(10, 1u << 30);
+  std::weak_ptr<pending_deallocations> const watch = queue;
+  cleanup_guard guard = queue->defer_cleanup();
+  EXPECT_TRUE(queue->is_deferred());
+  queue.reset();
+  EXPECT_TRUE(watch.expired()) << "the guard must not keep the queue alive";
+  guard.reset();  // ends nothing
+  EXPECT_FALSE(guard.active());
+  // While the queue lives, the guard ends its deferral as before.
+  auto live = std::make_shared<pending_deallocations>(10, 1u << 30);
+  {
+    cleanup_guard inner = live->defer_cleanup();
+    EXPECT_TRUE(live->is_deferred());
+  }
+  EXPECT_FALSE(live->is_deferred());
+}
+
 TEST(pending_deallocations, a_failing_release_is_logged_and_the_others_still_run) {
   test::error_log_capture capture;
   pending_deallocations queue(100, 1u << 30);

@@ -61,7 +61,9 @@
 
 namespace gpumem {
 
-class pending_deallocations {
+// Owned by a std::shared_ptr (as a context owns its queues), a queue's defer_cleanup() guard may
+// outlive it (a guard alive across gpumem::close()): the guard's end is then a no-op.
+class pending_deallocations : public std::enable_shared_from_this<pending_deallocations> {
  public:
   // The retired list holds at most this many batches' worth of items, and this fraction of the
   // queue's byte limit (see the file comment).
