@@ -164,7 +164,9 @@ void device_heap::check() {
     write_device(&ref_.counters->invalid_frees, 0ull);
     write_device(&ref_.counters->first_invalid_free, 0ull);
     std::ostringstream out;
-    out << name() << ": " << c.invalid_frees << " free(s) of pointers outside the heap, first 0x"
+    out << name() << ": " << c.invalid_frees
+        << " free(s) of pointers that are no block of the heap (outside it, inside a large block, "
+           "or a large block freed twice), first 0x"
         << std::hex << c.first_invalid_free;
     throw logic_error(out.str());
   }

@@ -62,12 +62,16 @@ inline constexpr unsigned slab_class_count = 11;  // 16 B .. 16 KiB
 inline constexpr std::size_t max_small_block = std::size_t{16} << (slab_class_count - 1);
 inline constexpr std::uint32_t no_slab = 0xFFFFFFFFu;
 inline constexpr std::uint32_t large_run = 0xFFu;  // slab_info kind of a large run's first slab
+// slab_info kind of a slab inside a live run, or of a freed run's first slab: not a block's start.
+inline constexpr std::uint32_t not_a_run = 0xFEu;
 
 // Counters the device writes and the host reads (device_heap::check(), usage()).
 struct heap_counters {
   unsigned long long failures;           // allocations that returned null
   unsigned long long first_failed_size;  // size of the first one (0 = none yet)
-  unsigned long long invalid_frees;      // pointers outside the heap given to deallocate
+  // Pointers given to deallocate that are no block of the heap: outside it, or a large block's
+  // interior, or a large block already freed (a small block's second free is not seen).
+  unsigned long long invalid_frees;
   unsigned long long first_invalid_free;
   unsigned long long used_slabs;
   unsigned long long peak_slabs;
@@ -413,6 +417,10 @@ GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
       if (first == no_slab) break;
       std::uint32_t const conflict = claim_run(h, first, run);
       if (conflict == no_slab) {
+        // The slabs inside the run lose whatever they were (a freed run's start, a small class):
+        // a free of a pointer to one of them is then seen for what it is.
+        for (std::uint32_t s = first + 1; s < first + run; ++s)
+          atomic_store(&h.slab_info[s], not_a_run, mem_order::relaxed);
         atomic_store(&h.slab_info[first], large_run | (run << 8), mem_order::relaxed);
         count_slabs(h, run);
         return h.slabs + (static_cast<std::size_t>(first) << h.slab_shift);
@@ -455,19 +463,31 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
     return;
   }
   auto const offset = static_cast<char*>(ptr) - h.slabs;
-  if (offset < 0 || static_cast<std::size_t>(offset) >=
-                        (static_cast<std::size_t>(h.slab_count) << h.slab_shift)) {
+  auto const invalid = [&] {
     atomic_fetch_add(&h.counters->invalid_frees, 1ull, mem_order::relaxed);
     unsigned long long expected = 0;
     atomic_compare_exchange(&h.counters->first_invalid_free, expected,
                             static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr)),
                             mem_order::relaxed);
+  };
+  if (offset < 0 || static_cast<std::size_t>(offset) >=
+                        (static_cast<std::size_t>(h.slab_count) << h.slab_shift)) {
+    invalid();
     return;
   }
   auto const slab = static_cast<std::uint32_t>(static_cast<std::size_t>(offset) >> h.slab_shift);
-  std::uint32_t const info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
-  if ((info & 0xFFu) == large_run) {
-    release_slabs(h, slab, info >> 8);
+  std::uint32_t info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
+  if ((info & 0xFFu) == large_run || (info & 0xFFu) == not_a_run) {
+    // A large block is freed once, by its start: the free that takes the run's mark releases it;
+    // a second free (before the slabs are taken again), or a pointer inside a run, is reported.
+    bool const at_start =
+        (static_cast<std::size_t>(offset) & ((std::size_t{1} << h.slab_shift) - 1)) == 0;
+    if (at_start && (info & 0xFFu) == large_run &&
+        atomic_compare_exchange(&h.slab_info[slab], info, not_a_run, mem_order::relaxed)) {
+      release_slabs(h, slab, info >> 8);
+      return;
+    }
+    invalid();
     return;
   }
   // Every lane's writes to its block must precede the leader's decrement (one fence instruction
