@@ -88,7 +88,7 @@ class host_backend final : public detail::vmm_backend {
     for (auto& entry : pinned_)
       std::free(entry.first);
     for (auto& entry : ipc_mappings_)
-      ::munmap(entry.second.first, entry.second.second);
+      ::munmap(entry.second.region, entry.second.length);
   }
 
   backend_kind kind() const noexcept override { return backend_kind::host; }
@@ -351,6 +351,15 @@ class host_backend final : public detail::vmm_backend {
   // --- addresses and IPC ---
   address_range get_address_range(void const* ptr) override {
     if (auto range = arena_.find(ptr)) return *range;
+    {
+      // An allocation of another process opened here (as cuMemGetAddressRange sees it).
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto const* p = static_cast<std::uint8_t const*>(ptr);
+      for (auto const& [user, mapping] : ipc_mappings_) {
+        auto const* base = static_cast<std::uint8_t const*>(user);
+        if (p >= base && p < base + mapping.size) return {user, mapping.size};
+      }
+    }
     fail(invalid_value, "cudaErrorInvalidValue", "get_address_range",
          pointer_text(ptr) + " is not inside a device allocation");
   }
@@ -395,11 +404,11 @@ class host_backend final : public detail::vmm_backend {
       fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open", strerror(errno));
     void* user = static_cast<std::uint8_t*>(mapping) + (payload.offset - start);
     std::lock_guard<std::mutex> lock(mutex_);
-    ipc_mappings_[user] = {mapping, length};
+    ipc_mappings_[user] = {mapping, length, payload.size};
     return user;
   }
   void ipc_close(void* ptr) override {
-    std::pair<void*, std::size_t> mapping;
+    ipc_mapping mapping;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = ipc_mappings_.find(ptr);
@@ -409,7 +418,7 @@ class host_backend final : public detail::vmm_backend {
       mapping = it->second;
       ipc_mappings_.erase(it);
     }
-    ::munmap(mapping.first, mapping.second);
+    ::munmap(mapping.region, mapping.length);
   }
 
   // --- virtual memory: vmm_backend forwards to vmm_ (host_vmm.hpp) ---
@@ -483,7 +492,14 @@ class host_backend final : public detail::vmm_backend {
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;
-  std::unordered_map<void*, std::pair<void*, std::size_t>> ipc_mappings_;
+  // Opened IPC allocations by the address handed out: the mmap'd region (page-aligned) and its
+  // length, and the exported allocation's size.
+  struct ipc_mapping {
+    void* region = nullptr;
+    std::size_t length = 0;
+    std::size_t size = 0;
+  };
+  std::unordered_map<void*, ipc_mapping> ipc_mappings_;
   std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
   struct per_thread_stream {

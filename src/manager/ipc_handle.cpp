@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -137,6 +138,24 @@ memory_pointer ipc_handle::open(context& ctx) {
   int const device = ctx.device();
   detail::scoped_device on_device(device);
   void* const base = backend().ipc_open(handle_);
+  // The bytes named must lie in the allocation opened (a handle's size and offset are data, from
+  // another process or a file): else a touch past its end faults.
+  std::size_t allocation = mapped_bytes;
+  try {
+    address_range const range = backend().get_address_range(base);
+    allocation =
+        range.size - std::min(range.size, static_cast<std::size_t>(static_cast<char*>(base) -
+                                                                   static_cast<char*>(range.base)));
+  } catch (cuda_error const&) {
+    // the backend cannot tell: the handle's word is all there is
+  }
+  if (mapped_bytes > allocation) {
+    backend().ipc_close(base);
+    throw logic_error("ipc_handle::open: the handle names " + std::to_string(size_) +
+                      " bytes at offset " + std::to_string(offset_) +
+                      ", past the end of the exported allocation (" + std::to_string(allocation) +
+                      " bytes)");
+  }
   // The mapping covers the allocation from its base; the caller gets the exported range of it.
   memory_pointer whole(ctx, base, mapped_bytes, [base, device] {
     detail::scoped_device d(device);

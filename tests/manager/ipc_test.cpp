@@ -113,6 +113,22 @@ TEST(ipc_child, opens_the_exported_view) {
   opened = memory_pointer();                // unmaps
   memory_pointer again = handle.open(ctx);  // a closed handle may be opened again
   EXPECT_EQ(again.size(), view_bytes);
+  // A handle whose size reaches past the exported allocation (its bytes altered, or from another
+  // source): refused, not a pointer that faults past the allocation's end.
+  std::vector<std::uint8_t> bytes = handle.serialize();
+  std::uint64_t const forged = 64u << 20;
+  std::size_t const size_at = 8 + 4 + sizeof(ipc_memory_handle);  // tag, version, handle
+  std::memcpy(bytes.data() + size_at, &forged, sizeof forged);
+  ipc_handle too_large = ipc_handle::deserialize(bytes);
+  ASSERT_EQ(too_large.size(), forged);
+  try {
+    (void)too_large.open(ctx);
+    ADD_FAILURE() << "opened a handle that names more than its allocation";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("past the end of the exported allocation"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ipc, opening_in_the_exporting_process_is_an_error) {
