@@ -5,12 +5,6 @@
 
 namespace gpumem::detail {
 
-namespace {
-
-constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
-
-}  // namespace
-
 pool_large_blocks::pool_large_blocks()
     : shards_(std::make_unique<shard[]>(shard_count)),
       live_(std::make_unique<std::atomic<std::uint32_t>[]>(live_counters)) {
@@ -23,11 +17,6 @@ pool_large_blocks::~pool_large_blocks() = default;
 pool_large_blocks::shard& pool_large_blocks::shard_of(std::uintptr_t addr) noexcept {
   static_assert(shard_count == 4096, "the shift below takes 12 bits");
   return shards_[((addr >> 24) * golden) >> 52];
-}
-
-std::atomic<std::uint32_t>& pool_large_blocks::live_counter(std::uintptr_t addr) noexcept {
-  static_assert(live_counters == 16384, "the shift below takes 14 bits");
-  return live_[((addr >> 8) * golden) >> 50];
 }
 
 std::size_t pool_large_blocks::home(std::uintptr_t addr, std::size_t capacity) noexcept {
@@ -98,9 +87,7 @@ pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::s
   }
 }
 
-bool pool_large_blocks::live(std::uintptr_t addr) noexcept {
-  // The block's allocation (and its count) happened before the caller could name its address.
-  if (live_counter(addr).load(std::memory_order_relaxed) == 0) return false;
+bool pool_large_blocks::look_up(std::uintptr_t addr) noexcept {
   shard& s = shard_of(addr);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.capacity == 0) return false;

@@ -45,8 +45,11 @@ class pool_large_blocks {
   void insert(std::uintptr_t addr, block b);
   // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
   outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
-  // True if a live block starts at `addr`. Cheap when none may: one counter read, no lock.
-  bool live(std::uintptr_t addr) noexcept;
+  // True if a live block starts at `addr`. Inline and cheap when none may: one counter read, no
+  // lock (the block's allocation, and its count, happened before the caller could name it).
+  bool live(std::uintptr_t addr) noexcept {
+    return live_counter(addr).load(std::memory_order_relaxed) != 0 && look_up(addr);
+  }
 
  private:
   struct slot {
@@ -69,7 +72,12 @@ class pool_large_blocks {
   // Rebuilds `s`'s table with room for one more record (strong guarantee).
   static void rebuild(shard& s);
 
-  std::atomic<std::uint32_t>& live_counter(std::uintptr_t addr) noexcept;
+  static constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
+  std::atomic<std::uint32_t>& live_counter(std::uintptr_t addr) noexcept {
+    static_assert(live_counters == 16384, "the shift below takes 14 bits");
+    return live_[((addr >> 8) * golden) >> 50];
+  }
+  bool look_up(std::uintptr_t addr) noexcept;  // under the shard's lock
 
   std::unique_ptr<shard[]> shards_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> live_;  // live blocks per hash of the address
