@@ -5,10 +5,11 @@
 // events are host_stream.hpp's work queues; virtual memory maps chunks of the arena into reserved
 // address ranges (host_vmm.hpp, checked by vmm_registry.hpp).
 //
-// Thread safety: the arena, the streams and the virtual-memory registry have their own locks; one
-// mutex guards the host-range, stream, event and IPC tables.
+// Thread safety: the arena, the streams, the IPC mappings and the virtual-memory registry have
+// their own locks; one mutex guards the host-range, stream and event tables.
 #include "host_arena.hpp"
 #include "host_errors.hpp"
+#include "host_ipc.hpp"
 #include "host_stream.hpp"
 #include "host_vmm.hpp"
 #include "vmm_registry.hpp"
@@ -20,13 +21,8 @@
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <fcntl.h>
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,17 +58,6 @@ struct remembered_stream_id {
 };
 GPUMEM_TLS_INITIAL_EXEC thread_local remembered_stream_id last_stream_id{};
 
-constexpr std::array<std::uint8_t, 8> ipc_magic{'g', 'p', 'u', 'm', 'e', 'm', 'h', '1'};
-
-struct ipc_payload {
-  std::array<std::uint8_t, 8> magic;
-  std::int32_t pid;
-  std::int32_t fd;
-  std::uint64_t offset;
-  std::uint64_t size;
-};
-static_assert(sizeof(ipc_payload) <= sizeof(ipc_memory_handle));
-
 class host_backend final : public detail::vmm_backend {
  public:
   explicit host_backend(host_backend_options options)
@@ -87,8 +72,6 @@ class host_backend final : public detail::vmm_backend {
     vmm_.release_all();
     for (auto& entry : pinned_)
       std::free(entry.first);
-    for (auto& entry : ipc_mappings_)
-      ::munmap(entry.second.region, entry.second.length);
   }
 
   backend_kind kind() const noexcept override { return backend_kind::host; }
@@ -348,18 +331,10 @@ class host_backend final : public detail::vmm_backend {
         .count();
   }
 
-  // --- addresses and IPC ---
+  // --- addresses and IPC (host_ipc.hpp) ---
   address_range get_address_range(void const* ptr) override {
     if (auto range = arena_.find(ptr)) return *range;
-    {
-      // An allocation of another process opened here (as cuMemGetAddressRange sees it).
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto const* p = static_cast<std::uint8_t const*>(ptr);
-      for (auto const& [user, mapping] : ipc_mappings_) {
-        auto const* base = static_cast<std::uint8_t const*>(user);
-        if (p >= base && p < base + mapping.size) return {user, mapping.size};
-      }
-    }
+    if (auto opened = ipc_.find(ptr)) return *opened;  // another process's, opened here
     fail(invalid_value, "cudaErrorInvalidValue", "get_address_range",
          pointer_text(ptr) + " is not inside a device allocation");
   }
@@ -368,58 +343,10 @@ class host_backend final : public detail::vmm_backend {
     if (range.base != allocation_base)
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is not the base of an allocation");
-    ipc_payload payload{ipc_magic, static_cast<std::int32_t>(::getpid()), arena_.fd(),
-                        arena_.offset_of(range.base), range.size};
-    ipc_memory_handle handle{};
-    std::memcpy(handle.data(), &payload, sizeof payload);
-    return handle;
+    return host_ipc::export_range(arena_, range);
   }
-  void* ipc_open(ipc_memory_handle const& handle) override {
-    ipc_payload payload;
-    std::memcpy(&payload, handle.data(), sizeof payload);
-    if (payload.magic != ipc_magic)
-      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
-           "the handle was not exported by a host backend");
-    if (payload.pid == ::getpid())
-      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
-           "the handle was exported by this process; open it in another process");
-    std::size_t end = 0;
-    if (!checked_add(payload.offset, payload.size, end))
-      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
-           "the handle names " + std::to_string(payload.size) + " bytes at offset " +
-               std::to_string(payload.offset) + ", a range that wraps the address space");
-    std::string const path =
-        "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
-    int const fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
-           "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
-    std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    std::size_t const start = payload.offset / page * page;
-    std::size_t const length = end - start;
-    void* mapping =
-        ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
-    ::close(fd);
-    if (mapping == MAP_FAILED)
-      fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open", strerror(errno));
-    void* user = static_cast<std::uint8_t*>(mapping) + (payload.offset - start);
-    std::lock_guard<std::mutex> lock(mutex_);
-    ipc_mappings_[user] = {mapping, length, payload.size};
-    return user;
-  }
-  void ipc_close(void* ptr) override {
-    ipc_mapping mapping;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = ipc_mappings_.find(ptr);
-      if (it == ipc_mappings_.end())
-        fail(invalid_value, "cudaErrorInvalidValue", "ipc_close",
-             pointer_text(ptr) + " was not opened through ipc_open");
-      mapping = it->second;
-      ipc_mappings_.erase(it);
-    }
-    ::munmap(mapping.region, mapping.length);
-  }
+  void* ipc_open(ipc_memory_handle const& handle) override { return ipc_.open(handle); }
+  void ipc_close(void* ptr) override { ipc_.close(ptr); }
 
   // --- virtual memory: vmm_backend forwards to vmm_ (host_vmm.hpp) ---
   detail::vmm_registry& vmm() noexcept override { return vmm_; }
@@ -492,14 +419,7 @@ class host_backend final : public detail::vmm_backend {
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;
-  // Opened IPC allocations by the address handed out: the mmap'd region (page-aligned) and its
-  // length, and the exported allocation's size.
-  struct ipc_mapping {
-    void* region = nullptr;
-    std::size_t length = 0;
-    std::size_t size = 0;
-  };
-  std::unordered_map<void*, ipc_mapping> ipc_mappings_;
+  host_ipc ipc_;
   std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
   struct per_thread_stream {
