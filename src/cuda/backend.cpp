@@ -15,13 +15,16 @@ bool probe_cuda_device() noexcept;  // cuda_backend.cpp (false when built withou
 }
 
 namespace {
+// Both are never destroyed: memory freed by the destructors of statics and thread_locals (a
+// user's global array or memory pointer, destroyed after every function-local static of gpumem)
+// still goes through the backend, so the backend outlives every other object of the process.
 std::mutex& install_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* const m = new std::mutex();
+  return *m;
 }
 std::unique_ptr<device_backend>& owned() {
-  static std::unique_ptr<device_backend> backend;
-  return backend;
+  static auto* const backend = new std::unique_ptr<device_backend>();
+  return *backend;
 }
 std::atomic<device_backend*> current{nullptr};
 

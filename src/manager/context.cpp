@@ -23,11 +23,11 @@ void check_device(int device) {
                                                     " device(s))");
 }
 
-// The process table. Never destroyed as a static (at exit the backend, another function-local
-// static, may already be gone). Instead the first context created registers an atexit handler that
-// closes every context, flushing their deferred frees: the handler is registered after the backend
-// was created, so it runs before the backend is destroyed. Nothing is left for the driver to
-// reclaim, and tools such as compute-sanitizer's leak check see a clean exit.
+// The process table. Never destroyed as a static (a user's static or thread_local that owns
+// memory may be destroyed after it). Instead the first context created registers an atexit handler
+// that closes every context, flushing their deferred frees (the backend is never destroyed: frees
+// that come later still have it). Nothing is left for the driver to reclaim, and tools such as
+// compute-sanitizer's leak check see a clean exit.
 struct context_table {
   std::recursive_mutex mutex;
   std::map<int, std::unique_ptr<context>> contexts;
@@ -73,7 +73,7 @@ context::context(int device, memory_manager_factory const& factory) : device_(de
   environment const env = environment_snapshot();
   std::size_t total = 0;
   {
-    detail::scoped_device on_device(device);
+    detail::scoped_device on_total(device);
     total = backend().get_memory_info().total;
   }
   std::size_t const max_bytes =
@@ -82,6 +82,9 @@ context::context(int device, memory_manager_factory const& factory) : device_(de
       std::make_shared<gpumem::pending_deallocations>(env.max_pending_deallocs_count, max_bytes);
   resource_releases_ =
       std::make_shared<gpumem::pending_deallocations>(env.max_pending_deallocs_count, max_bytes);
+  // The manager is made and initialised with the context's device current (the EMM's rule: its
+  // methods run in the context that owns it), whichever device the caller has current.
+  detail::scoped_device on_device(device);
   manager_ = factory(*this);
   GPUMEM_EXPECTS(manager_ != nullptr, "context: the memory manager factory returned null");
   manager_->initialize();
@@ -118,7 +121,7 @@ context& get_context(int device) {
   if (it != t.contexts.end()) return *it->second;
   check_device(device);
   static bool const closes_at_exit = [] {
-    (void)backend();  // constructed before the handler is registered: destroyed after it runs
+    (void)backend();  // chosen before contexts exist; never destroyed (backend.cpp)
     return std::atexit([] { close(); }) == 0;
   }();
   (void)closes_at_exit;

@@ -14,29 +14,44 @@
 
 namespace gpumem {
 
-host_only_memory_manager::host_only_memory_manager(context& owner) : memory_manager(owner) {
+host_only_memory_manager::host_only_memory_manager(context& owner)
+    : memory_manager(owner), device_reset_(std::make_shared<std::atomic<bool>>(false)) {
   if (debug_memory_enabled())
     device_debug_ = make_shared_tracking_adaptor(std::make_shared<cuda_resource>());
 }
 
-host_only_memory_manager::~host_only_memory_manager() = default;
+host_only_memory_manager::~host_only_memory_manager() {
+  // The context's queue was flushed before its manager goes (~context): what is released from
+  // here on belongs to live pointers, whose memory the reset takes.
+  if (owning_context().ending() == context_end::device_reset) device_reset_->store(true);
+}
+
+std::function<void()> host_only_memory_manager::unless_device_reset(
+    std::function<void()> release) const {
+  return [reset = device_reset_, release = std::move(release)] {
+    if (!reset->load()) release();
+  };
+}
 
 void* host_only_memory_manager::allocate_device(std::size_t bytes) {
+  // On the context's device even when a caller has another one current (get_context(d) used
+  // directly from C++): the memory must be the context's.
+  detail::scoped_device on_device(owning_context().device());
   return device_debug_ ? device_debug_->allocate(bytes, nullptr) : backend().allocate(bytes);
 }
 
 std::function<void()> host_only_memory_manager::device_release(void* ptr, std::size_t bytes) const {
   int const device = owning_context().device();
   if (device_debug_) {
-    return [tracker = device_debug_, ptr, bytes, device] {
+    return unless_device_reset([tracker = device_debug_, ptr, bytes, device] {
       detail::scoped_device d(device);
       tracker->deallocate(ptr, bytes, nullptr);
-    };
+    });
   }
-  return [ptr, device] {
+  return unless_device_reset([ptr, device] {
     detail::scoped_device d(device);
     backend().deallocate(ptr);
-  };
+  });
 }
 
 tracking_adaptor* debug_tracker(memory_manager const& manager) noexcept {
@@ -62,10 +77,10 @@ host_memory host_only_memory_manager::memhostalloc(std::size_t bytes, host_alloc
   detail::scoped_device on_device(device);
   void* const host = detail::allocate_with_retry(
       ctx, bytes, [&] { return backend().allocate_pinned(bytes, flags); });
-  auto release = [host, device] {
+  auto release = unless_device_reset([host, device] {
     detail::scoped_device d(device);
     backend().deallocate_pinned(host);
-  };
+  });
   if (!flags.mapped) return pinned_memory(ctx, host, bytes, deferred_release(release, bytes));
   void* device_ptr = nullptr;
   try {
@@ -100,10 +115,10 @@ host_memory host_only_memory_manager::mempin(std::shared_ptr<void> owner, void* 
   // registered"). Memory freed by the caller afterwards is the caller's own, so nothing is gained
   // by deferring. The finalizer holds `owner`, so the range stays valid until it is unpinned; a
   // failed unregister (a reset context) is logged by the pointer's owner record, never thrown.
-  auto unpin = [owner, ptr, device] {
+  auto unpin = unless_device_reset([owner, ptr, device] {
     detail::scoped_device d(device);
     backend().unregister_host(ptr);
-  };
+  });
   if (!mapped) return pinned_memory(ctx, ptr, bytes, unpin, owner);
   void* device_ptr = nullptr;
   try {
@@ -121,12 +136,17 @@ managed_memory host_only_memory_manager::memallocmanaged(std::size_t bytes, bool
   int const device = ctx.device();
   detail::scoped_device on_device(device);
   void* const ptr = detail::allocate_with_retry(
-      ctx, bytes, [&] { return backend().allocate_managed(bytes, attach_global); });
-  auto release = [ptr, device] {
+      ctx, bytes, [&] { return backend().allocate_managed(bytes, attach_global); },
+      [this](std::size_t wanted) { return release_for_retry(wanted); });
+  auto release = unless_device_reset([ptr, device] {
     detail::scoped_device d(device);
     backend().deallocate_managed(ptr);
-  };
+  });
   return managed_memory(ctx, ptr, bytes, deferred_release(release, bytes));
+}
+
+bool host_only_memory_manager::release_for_retry(std::size_t) {
+  return false;
 }
 
 void host_only_memory_manager::reset() {

@@ -282,6 +282,12 @@ memory_info resource_memory_manager::get_memory_info() {
   return resource_->get_memory_info();
 }
 
+bool resource_memory_manager::release_for_retry(std::size_t bytes) {
+  if (!hooks_.on_out_of_memory) return false;
+  detail::scoped_device on_device(owning_context().device());
+  return hooks_.on_out_of_memory(bytes);
+}
+
 void resource_memory_manager::reset() {
   host_only_memory_manager::reset();
   if (hooks_.on_reset) hooks_.on_reset();

@@ -89,7 +89,9 @@ TEST_P(emm_unowned, reset_releases_retired_frees_with_one_synchronisation) {
   ASSERT_GT(ctx.pending_deallocations().retired_size(), 0u);
   device.reset_counts();
   m.reset();
-  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  // The async manager waits once more, so that the driver sees those frees complete before its
+  // pool gives memory back.
+  EXPECT_EQ(device.counter->device_synchronizations, GetParam() == std::string("async") ? 2 : 1);
   memory_statistics const s = m.get_memory_statistics();
   EXPECT_EQ(s.retired_count + s.pending_count, 0u);
   EXPECT_EQ(s.bytes_in_use, 0u);

@@ -159,7 +159,9 @@ TEST_P(resource_manager_emm, reset_flushes_with_one_synchronisation) {
   device.reset_counts();
   m.reset();
   EXPECT_EQ(ctx.pending_deallocations().size(), 0u);
-  EXPECT_EQ(device.counter->device_synchronizations, 1);
+  // The async manager waits once more, so that the driver sees those frees complete before its
+  // pool gives memory back.
+  EXPECT_EQ(device.counter->device_synchronizations, GetParam() == std::string("async") ? 2 : 1);
   EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
 }
 

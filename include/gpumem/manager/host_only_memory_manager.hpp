@@ -15,6 +15,8 @@
 //     With GPUMEM_DEBUG_MEMORY on when the manager was made, it goes through the debug adaptor
 //     (tracking_adaptor over cuda_resource): double and wrong-size frees are caught, freed memory
 //     is poisoned, debug_tracker() reports what is outstanding.
+// Once its context has ended for a device reset (close_for_device_reset), the releases of what it
+// handed out make no device call (unless_device_reset): the reset took that memory.
 // A plugin derives from it and implements memalloc, get_ipc_handle (or mixes in ipc_mixin),
 // get_memory_info, interface_version and name.
 //
@@ -29,6 +31,7 @@
 #include <gpumem/manager/memory_manager.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -57,8 +60,9 @@ class host_only_memory_manager : public memory_manager {
   virtual tracking_adaptor* debug_tracker() const noexcept { return device_debug_.get(); }
 
  protected:
-  // `bytes` (> 0) of device memory of the current device, from backend().allocate or through the
-  // debug adaptor; gpumem::out_of_memory when there is none (retrying is the caller's policy).
+  // `bytes` (> 0) of device memory of the owning context's device (made current for the call),
+  // from backend().allocate or through the debug adaptor; gpumem::out_of_memory when there is none
+  // (retrying is the caller's policy).
   void* allocate_device(std::size_t bytes);
   // The release of what allocate_device returned, for a finalizer (on the context's device; it
   // shares what it needs, never `this`). Call it at most once per allocation.
@@ -69,8 +73,23 @@ class host_only_memory_manager : public memory_manager {
   // closed (it then releases at once).
   std::function<void()> deferred_release(std::function<void()> release, std::size_t bytes) const;
 
+  // `release` (a backend call freeing, unpinning or unmapping something of this context), made a
+  // no-op once the context has ended for a device reset (close_for_device_reset): the reset takes
+  // the memory with it, and a call by address afterwards could free or unpin what the next context
+  // placed at the same address. Every release above goes through it; a plugin's own releases of
+  // backend memory should too.
+  std::function<void()> unless_device_reset(std::function<void()> release) const;
+
+  // Out of memory in memallocmanaged (managed memory is the device's): what the manager keeps
+  // that could serve the retry is given back, after the deferred frees were flushed. Default:
+  // nothing. resource_memory_manager runs its on_out_of_memory hook (a pool trims).
+  virtual bool release_for_retry(std::size_t bytes);
+
  private:
   std::shared_ptr<tracking_adaptor> device_debug_;  // null unless GPUMEM_DEBUG_MEMORY
+  // Set by the destructor when the context ends with context_end::device_reset; shared with every
+  // release made by unless_device_reset, which may outlive the manager.
+  std::shared_ptr<std::atomic<bool>> device_reset_;
 };
 
 // The debug adaptor of `manager` (host_only_memory_manager::debug_tracker()), or null: debugging

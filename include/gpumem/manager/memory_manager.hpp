@@ -14,8 +14,12 @@
 //   * initialize() is called before the first use, may be called many times, and must not
 //     invalidate earlier state.
 //   * reset() may be called before initialize().
-//   * Allocation methods are called with the context's device current; they return pointer types
-//     whose finalizers capture shared state, never `this` (pointers may outlive the manager).
+//   * The constructor and initialize() run with the context's device current, and so do the
+//     allocation methods when Numba or gpumem's bridges call them. A C++ caller of
+//     get_context(d).memory_manager() may have another device current: the built-in managers and
+//     host_only_memory_manager's helpers select the context's device themselves, and a plugin
+//     should too (owning_context().device()). Allocation methods return pointer types whose
+//     finalizers capture shared state, never `this` (pointers may outlive the manager).
 //   * get_memory_info() throws gpumem::not_supported where the allocator cannot tell (a pool).
 //   * defer_cleanup() returns a guard; the plugin documents what deferral means for it.
 //   * interface_version() returns memory_manager_interface_version (1).

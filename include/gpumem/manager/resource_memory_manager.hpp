@@ -102,6 +102,9 @@ class resource_memory_manager : public ipc_mixin<host_only_memory_manager> {
   memory_resource& resource() const noexcept { return *resource_; }
   tracking_adaptor* debug_tracker() const noexcept override;
 
+ protected:
+  bool release_for_retry(std::size_t bytes) override;
+
  private:
   std::shared_ptr<memory_resource> resource_;
   std::shared_ptr<tracking_adaptor> resource_debug_;  // null unless GPUMEM_DEBUG_MEMORY
