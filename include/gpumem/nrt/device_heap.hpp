@@ -54,7 +54,7 @@ struct heap_usage {
 };
 
 // Device-side allocation (GPUMEM_HD: kernels, and the same code on the host backend). A block of
-// at least `bytes` from the heap `h` names (heap_kind::gpumem: naturally aligned up to 16 KiB,
+// at least `bytes` from the heap `h` names (heap_kind::gpumem: naturally aligned up to 64 KiB,
 // slab-aligned above), or null when the heap cannot serve the request, which is recorded for
 // device_heap::check() (out_of_memory) — never a trap. Lock-free; any thread of any kernel.
 GPUMEM_HD inline void* allocate(heap_ref h, std::size_t bytes) {

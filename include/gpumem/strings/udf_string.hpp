@@ -11,7 +11,7 @@
 //   strings::string_view v = out;            // valid until the string changes or dies
 //
 // Growth: the capacity at least doubles on every reallocation and is rounded to a power of two up
-// to 16 KiB (the heap's size classes), so n appends make O(log n) allocations. reserve() once when
+// to 64 KiB (the heap's size classes), so n appends make O(log n) allocations. reserve() once when
 // the final size is known: then appends never allocate.
 //
 // Errors: nothing throws or traps. A failed allocation (or a size past INT64_MAX) frees the buffer

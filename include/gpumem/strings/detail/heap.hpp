@@ -25,15 +25,22 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline void heap_free(void* p) {
 }
 
 // The capacity to allocate for `needed` bytes when `current` are held (`needed` > current):
-// double the current capacity (`minimum` from empty), then powers of two up to 16 KiB (the heap's
-// small size classes round up to them anyway), and at least `needed`. Never wraps.
+// double the current capacity (`minimum` from empty), then powers of two up to 64 KiB (the heap's
+// small size classes round up to them anyway), and at least `needed`. Above 64 KiB the heap gives
+// whole slabs (128 KiB by default): the capacity is rounded up to 128 KiB, so that what the block
+// holds anyway is used (an append of 3 bytes to a 70,000-byte result needs no second block of
+// 256 KiB while the first is live). Never wraps.
 GPUMEM_HD inline size_type grown_capacity(size_type current, size_type needed, size_type minimum) {
-  constexpr size_type small_limit = size_type{16} << 10;
+  constexpr size_type small_limit = size_type{64} << 10;
+  constexpr size_type slab_step = size_type{128} << 10;
   size_type cap = minimum;
   if (current > 0) cap = current <= INT64_MAX / 2 ? current * 2 : needed;
   while (cap < needed && cap < small_limit)
     cap *= 2;
-  return cap < needed ? needed : cap;
+  if (cap < needed) cap = needed;
+  if (cap > small_limit && cap <= INT64_MAX - slab_step)
+    cap = (cap + slab_step - 1) / slab_step * slab_step;
+  return cap;
 }
 
 }  // namespace gpumem::strings::detail
