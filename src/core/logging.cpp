@@ -2,6 +2,7 @@
 #include <gpumem/core/logging.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <mutex>
 #include <string>
 
@@ -16,16 +17,27 @@ log_sink& current_sink() {
   static log_sink sink;
   return sink;
 }
+// The default sink's level, from GPUMEM_LOG_LEVEL as the environment snapshot has it now: read at
+// every message the default sink gets, so that reload_environment() changes it (the snapshot is
+// parsed once and cached; messages are rare). An invalid environment (any variable, not only
+// GPUMEM_LOG_LEVEL) must not silence the log, errors included: the level falls back to warn, and
+// the environment's error is printed once (again only when it changes). Called under sink_mutex().
 log_level threshold() {
-  static log_level const level = [] {
+  static std::string reported;  // the environment error printed last
+  try {
     std::string const name = environment_snapshot().log_level;
+    reported.clear();
     for (auto l : {log_level::trace, log_level::debug, log_level::info, log_level::warn,
                    log_level::error, log_level::off}) {
       if (name == to_string(l)) return l;
     }
-    return log_level::warn;
-  }();
-  return level;
+  } catch (std::exception const& e) {
+    if (reported != e.what()) {
+      reported = e.what();
+      std::fprintf(stderr, "gpumem [error] %s (logging at level warn)\n", e.what());
+    }
+  }
+  return log_level::warn;
 }
 }  // namespace
 

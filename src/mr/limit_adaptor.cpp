@@ -30,16 +30,20 @@ void* limit_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
                               format_bytes(limit_ - std::min(used, limit_)) + " left under it");
     }
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
-  std::size_t const now = used + bytes;
-  std::size_t seen = peak_.load(std::memory_order_relaxed);
-  while (now > seen && !peak_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-  }
+  void* p;
   try {
-    return upstream_->allocate(bytes, stream);
+    p = upstream_->allocate(bytes, stream);
   } catch (...) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
     throw;
   }
+  // The peak counts only what the upstream granted: a refused request was never live. (With
+  // allocations in flight on other threads, `now` may include their reservations.)
+  std::size_t const now = used + bytes;
+  std::size_t seen = peak_.load(std::memory_order_relaxed);
+  while (now > seen && !peak_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
+  return p;
 }
 
 void limit_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {

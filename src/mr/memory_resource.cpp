@@ -1,18 +1,28 @@
+#include "resource_support.hpp"
+
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/mr/memory_resource.hpp>
 
 namespace gpumem {
 
+// The default stream synchronised is that of the resource's own backend: over a private backend
+// (a test's small device, pool_options::backend), the process-wide one's says nothing about the
+// work that used the memory.
 void* memory_resource::allocate_sync(std::size_t bytes) {
   void* p = do_allocate(bytes, nullptr);
-  backend().synchronize_stream(nullptr);
+  try {
+    detail::backend_of(*this).synchronize_stream(nullptr);
+  } catch (...) {
+    do_deallocate(p, bytes, nullptr);  // the caller never gets it: do not leak it
+    throw;
+  }
   return p;
 }
 
 void memory_resource::deallocate_sync(void* ptr, std::size_t bytes) noexcept {
   try {
-    backend().synchronize_stream(nullptr);
+    detail::backend_of(*this).synchronize_stream(nullptr);
   } catch (std::exception const& e) {
     log(log_level::error, std::string("deallocate_sync: synchronize failed: ") + e.what());
   }

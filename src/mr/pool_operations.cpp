@@ -89,7 +89,13 @@ void pool_state::close(pool_live_chunks live) {
     for (auto& cache : caches_)
       cache->pool.store(nullptr);
   }
+  // The bound of the frees to come (deallocate_after_close): nothing allocates any more.
+  pool_statistics const at_close = statistics();
   std::lock_guard<std::mutex> lock(mutex_);
+  live_blocks_at_close_ =
+      at_close.allocations - std::min(at_close.allocations, at_close.deallocations);
+  live_bytes_at_close_ = at_close.live_bytes;
+  requested_bytes_at_close_ = at_close.requested_bytes;
   for (auto& entry : streams_) {
     pool_stream& s = *entry.second;
     drain_class_lists_locked(s);
@@ -115,6 +121,38 @@ void pool_state::close(pool_live_chunks live) {
   closed_.store(live == pool_live_chunks::abandon ? closed_state::abandon
                                                   : closed_state::give_back_at_destruction,
                 std::memory_order_relaxed);
+}
+
+// A free after close(): the block's chunk goes as close() said, at destruction; the stream (maybe
+// destroyed, like the context) is never named. Only the statistics take the free in, and only a
+// free that can be one of the blocks live at close: with track_blocks, one the tracking knows;
+// without, one that keeps the frees since close within the blocks and bytes live then (a double
+// free or a foreign pointer past that would make more deallocations than allocations, or take a
+// block still live out of live_bytes). Such a free is logged and counted as invalid.
+void pool_state::deallocate_after_close(void* ptr, std::size_t bytes) noexcept {
+  std::size_t const size = block_size(bytes);
+  if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t const freed = closed_freed_bytes_.load(std::memory_order_relaxed);
+    std::size_t const requested = closed_freed_requested_.load(std::memory_order_relaxed);
+    if (closed_frees_.load(std::memory_order_relaxed) < live_blocks_at_close_ &&
+        size <= live_bytes_at_close_ - freed && bytes <= requested_bytes_at_close_ - requested) {
+      closed_freed_bytes_.store(freed + size, std::memory_order_relaxed);
+      closed_freed_requested_.store(requested + bytes, std::memory_order_relaxed);
+      closed_frees_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  invalid_deallocations_.fetch_add(1);
+  try {
+    log(log_level::error, name() + ": deallocate(" +
+                              pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+                              std::to_string(bytes) +
+                              ") after close(): more than was live at close() (double free or "
+                              "foreign pointer); ignored");
+  } catch (...) {  // no memory for the message: the count above still says it
+  }
 }
 
 void pool_state::release_stream(stream_handle stream) {

@@ -46,6 +46,10 @@ pool_options const& pool_resource::options() const noexcept {
   return state_->options();
 }
 
+device_backend* pool_resource::backend_in_use() const noexcept {
+  return &state_->stream_backend();
+}
+
 memory_resource& pool_resource::upstream() const noexcept {
   return state_->upstream();
 }

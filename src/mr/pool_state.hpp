@@ -151,6 +151,7 @@ class pool_state {
   void close(pool_live_chunks live);
   // The destructor after close().
   void destroy_closed() noexcept;
+  void deallocate_after_close(void* ptr, std::size_t bytes) noexcept;
   bool is_closed() const noexcept {
     return closed_.load(std::memory_order_relaxed) != closed_state::open;
   }
@@ -163,6 +164,7 @@ class pool_state {
   }
   pool_options const& options() const noexcept { return options_; }
   memory_resource& upstream() const noexcept { return upstream_; }
+  device_backend& stream_backend() const noexcept { return backend_; }
   std::string name() const;
 
   // Used by the thread-cache code with mutex_ held.
@@ -372,6 +374,11 @@ class pool_state {
   std::atomic<std::uint64_t> closed_frees_{0};
   std::atomic<std::size_t> closed_freed_bytes_{0};      // their sizes as the pool rounds them
   std::atomic<std::size_t> closed_freed_requested_{0};  // and as requested
+  // What was live at close() (set by it): without track_blocks, frees after it are counted only
+  // while they stay within these; the closed_ counters change under mutex_.
+  std::uint64_t live_blocks_at_close_ = 0;
+  std::size_t live_bytes_at_close_ = 0;
+  std::size_t requested_bytes_at_close_ = 0;
   // Read by every large allocate or free without mutex_ (and seldom written): kept off the lines
   // that a miss writes under mutex_.
   std::atomic<std::size_t> held_hint_{0};     // held_, readable without mutex_

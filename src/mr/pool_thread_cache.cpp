@@ -229,11 +229,7 @@ void* pool_state::allocate(std::size_t bytes, stream_handle stream) {
 void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {
   if (ptr == nullptr) return;
   if (closed_.load(std::memory_order_relaxed) != closed_state::open) {
-    // After close(): the block's chunk goes as close() said, at destruction; the stream (maybe
-    // destroyed, like the context) is never named. Only the statistics take the free in.
-    closed_freed_bytes_.fetch_add(block_size(bytes), std::memory_order_relaxed);
-    closed_freed_requested_.fetch_add(bytes, std::memory_order_relaxed);
-    closed_frees_.fetch_add(1, std::memory_order_relaxed);
+    deallocate_after_close(ptr, bytes);
     return;
   }
   std::size_t const size = block_size(bytes);

@@ -1,9 +1,10 @@
-// Private helpers of the mr/ sources: the text of pointers and streams in messages, and the one way
-// a noexcept deallocation reports a failure it must swallow.
+// Private helpers of the mr/ sources: the text of pointers and streams in messages, the backend a
+// resource works on, and the one way a noexcept deallocation reports a failure it must swallow.
 #pragma once
 
 #include <gpumem/core/logging.hpp>
 #include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/mr/memory_resource.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,13 @@ inline std::string pointer_text(void const* p) {
 
 inline std::string stream_text(stream_handle stream) {
   return pointer_text(static_cast<void const*>(stream));
+}
+
+// The backend `resource` works on: its own (memory_resource::backend_in_use), else the
+// process-wide one.
+inline device_backend& backend_of(memory_resource const& resource) {
+  device_backend* const own = resource.backend_in_use();
+  return own != nullptr ? *own : backend();
 }
 
 // Called from inside a catch block of a noexcept deallocation.

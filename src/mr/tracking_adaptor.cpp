@@ -134,13 +134,16 @@ void tracking_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle
   upstream_->deallocate(ptr, bytes, stream);
 }
 
+// On the upstream's backend: `stream` is one of its streams, and the upstream orders its free after
+// that stream's work (the process-wide backend's stream would run the fill at any time, maybe after
+// the memory was handed out again).
 void tracking_adaptor::poison(void* ptr, std::size_t bytes, stream_handle stream) {
   int const value = options_.poison_byte;
+  device_backend& device = detail::backend_of(*upstream_);
   if (upstream_->properties().host_accessible) {
-    backend().enqueue_host_function(stream,
-                                    [ptr, value, bytes] { std::memset(ptr, value, bytes); });
+    device.enqueue_host_function(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   } else {
-    backend().fill_async(ptr, value, bytes, stream);
+    device.fill_async(ptr, value, bytes, stream);
   }
 }
 

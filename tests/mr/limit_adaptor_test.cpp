@@ -66,5 +66,19 @@ TEST(limit_adaptor, memory_info_reports_the_limit) {
   limited.deallocate(p, 3 * KiB, nullptr);
 }
 
+// The peak is of what was live: a request the upstream refused never was.
+TEST(limit_adaptor, a_request_the_upstream_refuses_does_not_count_in_the_peak) {
+  auto small = make_host_backend({64 * KiB});
+  cuda_resource upstream(small.get());
+  limit_adaptor limited(upstream, 1 * MiB);
+  EXPECT_THROW(limited.allocate(512 * KiB, nullptr), out_of_memory);  // under the limit, too big
+  EXPECT_EQ(limited.used_bytes(), 0u);
+  EXPECT_EQ(limited.peak_bytes(), 0u);
+  void* p = limited.allocate(1 * KiB, nullptr);
+  EXPECT_EQ(limited.peak_bytes(), 1 * KiB);
+  limited.deallocate(p, 1 * KiB, nullptr);
+  EXPECT_EQ(limited.peak_bytes(), 1 * KiB);
+}
+
 }  // namespace
 }  // namespace gpumem

@@ -1,3 +1,4 @@
+#include "log_capture.hpp"
 #include "resource_test_support.hpp"
 
 #include <gpumem/core/error.hpp>
@@ -12,7 +13,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
 #include <string>
 
 namespace gpumem {
@@ -105,6 +108,78 @@ TEST(logging_adaptor, unopenable_file_names_the_path) {
   } catch (logic_error const& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/log.csv"), std::string::npos);
   }
+}
+
+// A stream buffer that refuses every byte once `failing` is set (a full disk, a closed pipe).
+class failing_buffer final : public std::streambuf {
+ public:
+  bool failing = false;
+
+ protected:
+  int overflow(int c) override {
+    if (failing) return traits_type::eof();
+    text_ += static_cast<char>(c);
+    return c;
+  }
+  std::streamsize xsputn(char const* s, std::streamsize n) override {
+    if (failing) return 0;
+    text_.append(s, static_cast<std::size_t>(n));
+    return n;
+  }
+
+ private:
+  std::string text_;
+};
+
+// A stream that throws on a write error: allocate still hands out the block the upstream gave
+// (before, it threw and the block leaked, still live upstream), and the failure is reported once.
+TEST(logging_adaptor, a_throwing_stream_neither_leaks_a_block_nor_fails_the_call) {
+  cuda_resource device;
+  statistics_adaptor stats(device);
+  failing_buffer buffer;
+  std::ostream out(&buffer);
+  logging_adaptor logged(stats, out);
+  test::error_log_capture errors;
+  buffer.failing = true;
+  out.exceptions(std::ios::badbit | std::ios::failbit);
+  void* p = nullptr;
+  EXPECT_NO_THROW(p = logged.allocate(4096, nullptr));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(stats.bytes().current, 4096);
+  EXPECT_THROW(logged.allocate(std::size_t{1} << 62, nullptr), out_of_memory);  // unchanged
+  logged.deallocate(p, 4096, nullptr);
+  EXPECT_EQ(stats.bytes().current, 0);
+  EXPECT_NO_THROW(logged.flush());
+  EXPECT_TRUE(logged.write_failed());
+  ASSERT_EQ(errors.errors().size(), 1u);
+  EXPECT_NE(errors.errors()[0].find("writing the log failed"), std::string::npos)
+      << errors.errors()[0];
+}
+
+// The header promises that write errors are reported: a log to a full device is not lost silently.
+TEST(logging_adaptor, write_errors_are_reported_once) {
+  if (!std::ifstream("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  cuda_resource device;
+  for (bool const auto_flush : {true, false}) {
+    test::error_log_capture errors;
+    {
+      logging_adaptor logged(device, std::string("/dev/full"), logging_options{auto_flush});
+      for (int i = 0; i < 3; ++i)
+        logged.deallocate(logged.allocate(1024, nullptr), 1024, nullptr);
+      logged.flush();
+      EXPECT_TRUE(logged.write_failed());
+    }
+    EXPECT_EQ(errors.errors().size(), 1u) << "auto_flush " << auto_flush;
+  }
+  // A stream that is fine from start to end reports nothing.
+  test::error_log_capture errors;
+  std::ostringstream out;
+  {
+    logging_adaptor logged(device, out);
+    logged.deallocate(logged.allocate(1024, nullptr), 1024, nullptr);
+    EXPECT_FALSE(logged.write_failed());
+  }
+  EXPECT_TRUE(errors.errors().empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
+#include "log_capture.hpp"
 #include "pool_test_support.hpp"
 #include "resource_test_support.hpp"
 
@@ -185,6 +186,55 @@ TEST_F(pool_test, frees_after_close_are_counted_in_the_statistics) {
   EXPECT_EQ(st.requested_bytes, 0u);
   EXPECT_EQ(st.allocations, 2u);
   EXPECT_EQ(st.deallocations, 2u);
+}
+
+// After close(), frees are still checked: a double free or a foreign pointer must neither make
+// more deallocations than allocations nor take a block still live out of the statistics.
+TEST_F(pool_test, frees_after_close_are_checked_with_track_blocks) {
+  pool_options options;
+  options.track_blocks = true;
+  pool_resource pool(upstream, options);
+  void* first = pool.allocate(1000, a);
+  void* second = pool.allocate(1000, a);
+  std::size_t const one = pool.statistics().live_bytes / 2;
+  pool.close(pool_live_chunks::give_back_at_destruction);
+  test::error_log_capture errors;
+  pool.deallocate(first, 1000, nullptr);
+  pool.deallocate(first, 1000, nullptr);  // double free
+  int foreign = 0;
+  pool.deallocate(&foreign, 1000, nullptr);
+  pool.deallocate(second, 5000, nullptr);  // wrong size (another size class)
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(st.invalid_deallocations, 3u);
+  EXPECT_EQ(errors.errors().size(), 3u);
+  EXPECT_EQ(st.live_bytes, one) << "the second block is still live";
+  EXPECT_EQ(st.requested_bytes, 1000u);
+  EXPECT_EQ(st.deallocations, 1u);
+  pool.deallocate(second, 1000, nullptr);
+  st = pool.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_EQ(st.deallocations, st.allocations);
+}
+
+TEST_F(pool_test, frees_after_close_never_exceed_what_was_live_at_close) {
+  pool_resource pool(upstream, {});
+  void* small = pool.allocate(1000, a);
+  void* large = pool.allocate(8 * MiB, a);
+  pool.deallocate(pool.allocate(1000, a), 1000, a);
+  pool.close(pool_live_chunks::give_back_at_destruction);
+  test::error_log_capture errors;
+  pool.deallocate(large, 8 * MiB, nullptr);
+  pool.deallocate(large, 8 * MiB, nullptr);  // more bytes than were live: caught
+  pool.deallocate(small, 1000, nullptr);
+  int foreign = 0;
+  pool.deallocate(&foreign, 64, nullptr);  // more blocks than were live: caught
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.invalid_deallocations, 2u);
+  EXPECT_EQ(errors.errors().size(), 2u);
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_EQ(st.requested_bytes, 0u);
+  EXPECT_EQ(st.allocations, 3u);
+  EXPECT_EQ(st.deallocations, 3u);
 }
 
 }  // namespace

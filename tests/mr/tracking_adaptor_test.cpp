@@ -1,4 +1,6 @@
+#include "log_capture.hpp"
 #include "resource_test_support.hpp"
+#include "stream_gate.hpp"
 
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/logging.hpp>
@@ -11,7 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -175,6 +180,57 @@ TEST_F(debug_memory_environment, wraps_only_when_enabled) {
   EXPECT_EQ(tracked->adaptor().outstanding_bytes(), 64u);
   wrapped->deallocate(p, 64, nullptr);
   EXPECT_NE(make_debug_adaptor_if_enabled(*raw), nullptr);
+}
+
+// The poison is queued on the stream of the freeing call, which belongs to the upstream's backend:
+// on the process-wide backend's stream of the same name it ran whenever that stream got to it,
+// after the private backend had freed the block and handed it out again.
+TEST(tracking_adaptor, poisons_on_the_upstreams_backend) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
+  auto small = make_host_backend({64 * KiB});
+  cuda_resource device(small.get());
+  tracking_adaptor tracking(device);
+  test::error_log_capture errors;
+  test::stream_gate gate;
+  gate.block(nullptr);  // the process-wide default stream: a poison queued there waits
+  auto* a = static_cast<unsigned char*>(tracking.allocate(4096, nullptr));
+  tracking.deallocate(a, 4096, nullptr);
+  // cuda_resource waited for the stream before freeing: the poison has landed (the host
+  // backend's arena stays mapped after a free).
+  EXPECT_EQ(a[0], 0xDB);
+  auto* b = static_cast<unsigned char*>(tracking.allocate(4096, nullptr));
+  std::memset(b, 0x11, 4096);
+  gate.open();
+  backend().synchronize_stream(nullptr);
+  small->synchronize_stream(nullptr);
+  EXPECT_EQ(std::count(b, b + 4096, 0x11), 4096) << "a live block was poisoned";
+  tracking.deallocate(b, 4096, nullptr);
+
+  // A stream of the private backend, which the process-wide one does not know.
+  stream_handle const s = small->create_stream(true);
+  void* c = tracking.allocate(256, s);
+  tracking.deallocate(c, 256, s);
+  small->synchronize_stream(s);
+  small->destroy_stream(s);
+  EXPECT_TRUE(errors.errors().empty()) << errors.errors().front();
+}
+
+// CCCL compares resources both ways (cccl_resource_adaptor::operator==).
+TEST(owning_adaptor, equality_is_symmetric) {
+  auto own = make_owning_adaptor<statistics_adaptor>(std::make_unique<cuda_resource>());
+  auto other = make_owning_adaptor<statistics_adaptor>(std::make_unique<cuda_resource>());
+  memory_resource const& whole = *own;
+  memory_resource const& inner = own->adaptor();
+  EXPECT_EQ(whole == inner, inner == whole);
+  EXPECT_EQ(whole == own->upstream(), own->upstream() == whole);
+  EXPECT_TRUE(whole == whole);
+  EXPECT_FALSE(whole == *other);
+  EXPECT_FALSE(*other == whole);
+  // Over equal adaptors (cuda_resource: equal when over the same backend), equal both ways.
+  auto a = make_owning_adaptor<tracking_adaptor>(std::make_unique<cuda_resource>());
+  auto b = make_owning_adaptor<tracking_adaptor>(std::make_unique<cuda_resource>());
+  EXPECT_FALSE(*a == *b);  // tracking adaptors are equal only to themselves
+  EXPECT_FALSE(*b == *a);
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 // The logging sink. gpumem reports problems it must not throw from (an error while freeing one
 // item of the deferred-deallocation queue, a failure inside a destructor) through this sink.
 // The default sink writes "gpumem [level] message" to stderr for messages at or above the level
-// given by GPUMEM_LOG_LEVEL (default warn). Thread safe: the sink is called under a mutex.
+// given by GPUMEM_LOG_LEVEL (default warn), as the environment snapshot has it at each message
+// (reload_environment() changes it). When the environment is invalid (any gpumem variable), the
+// level is warn and the environment's error is printed once: an invalid variable never silences
+// the log. Thread safe: the sink is called under a mutex.
 #pragma once
 
 #include <functional>

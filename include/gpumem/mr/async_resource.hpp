@@ -32,6 +32,7 @@ class async_resource final : public memory_resource {
 
   std::string name() const override { return "async_resource"; }
   memory_info get_memory_info() const override;
+  device_backend* backend_in_use() const noexcept override { return backend_; }
   // Returns freed memory the pool holds beyond `keep_bytes` to the driver.
   void trim(std::size_t keep_bytes = 0);
 

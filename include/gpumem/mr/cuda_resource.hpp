@@ -24,6 +24,7 @@ class cuda_resource final : public memory_resource {
   std::string name() const override { return "cuda_resource"; }
   memory_info get_memory_info() const override;
   device_backend& owning_backend() const noexcept { return *backend_; }
+  device_backend* backend_in_use() const noexcept override { return backend_; }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;

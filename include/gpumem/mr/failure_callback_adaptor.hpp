@@ -42,6 +42,7 @@ class failure_callback_adaptor final : public memory_resource {
   std::string name() const override { return "failure_callback_adaptor over " + upstream_->name(); }
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
+  device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;

@@ -27,12 +27,14 @@ class limit_adaptor final : public memory_resource {
   memory_resource& upstream() const noexcept { return *upstream_; }
   std::size_t limit() const noexcept { return limit_; }
   std::size_t used_bytes() const noexcept { return used_.load(std::memory_order_relaxed); }
+  // The most bytes live at once; a request the upstream refused never counts.
   std::size_t peak_bytes() const noexcept { return peak_.load(std::memory_order_relaxed); }
 
   std::string name() const override;
   // Free is what is left under the limit (or the upstream's free, if smaller); total is the limit.
   memory_info get_memory_info() const override;
   resource_properties properties() const noexcept override { return upstream_->properties(); }
+  device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;

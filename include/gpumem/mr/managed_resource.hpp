@@ -27,6 +27,7 @@ class managed_resource final : public memory_resource {
   std::string name() const override { return "managed_resource"; }
   memory_info get_memory_info() const override;
   resource_properties properties() const noexcept override { return {true, true}; }
+  device_backend* backend_in_use() const noexcept override { return backend_; }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;

@@ -10,8 +10,9 @@
 //   * deallocate(ptr, bytes, stream) is noexcept and takes the size that was allocated. Memory
 //     freed on stream S may be reused at once by work on S; by another stream only after the work
 //     on S up to the free has completed.
-//   * allocate_sync / deallocate_sync: the same with the stream synchronised around the call, for
-//     callers with no stream (the EMM's memalloc).
+//   * allocate_sync / deallocate_sync: the same with the default stream of the resource's backend
+//     (backend_in_use()) synchronised around the call, for callers with no stream (the EMM's
+//     memalloc).
 //   * Out of memory is reported as gpumem::out_of_memory; nothing else is thrown for it.
 //   * Each implementation's class comment states its thread safety.
 #pragma once
@@ -72,6 +73,13 @@ class memory_resource {
   // make the device current around every call (a memory manager: one cudaGetDevice per call)
   // may skip that. False by default: most resources allocate on the current device.
   virtual bool selects_own_device() const noexcept { return false; }
+  // The device backend whose memory and streams this resource works on, or null for the
+  // process-wide gpumem::backend() (the default). Upstreams return the backend they were given,
+  // pool_resource its pool_options::backend, adaptors their upstream's. What a resource does on
+  // streams itself (allocate_sync's synchronisation, tracking_adaptor's poisoning) goes to this
+  // backend: a stream of one backend means nothing to another. (Not named `backend`: a member of
+  // that name would hide the free function gpumem::backend() in every derived class.)
+  virtual device_backend* backend_in_use() const noexcept { return nullptr; }
 
  private:
   virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;

@@ -15,6 +15,11 @@ namespace gpumem {
 
 // Owns `upstream` and an `Adaptor` constructed over it; behaves as the adaptor.
 //
+// Equality: two owning_adaptor<Adaptor> are equal when their adaptors are; an owning_adaptor is
+// not equal to anything else, its own adaptor included. Equality must be symmetric (CCCL compares
+// resources both ways), and the adaptor, which knows nothing of the wrapper, cannot say it equals
+// it.
+//
 // Ownership: owns both; the adaptor is destroyed before its upstream.
 // Thread safety and stream semantics: the adaptor's.
 template <class Adaptor>
@@ -33,6 +38,7 @@ class owning_adaptor final : public memory_resource {
   memory_info get_memory_info() const override { return adaptor_.get_memory_info(); }
   resource_properties properties() const noexcept override { return adaptor_.properties(); }
   bool selects_own_device() const noexcept override { return adaptor_.selects_own_device(); }
+  device_backend* backend_in_use() const noexcept override { return adaptor_.backend_in_use(); }
 
  private:
   static std::unique_ptr<memory_resource> checked(std::unique_ptr<memory_resource> upstream) {
@@ -46,7 +52,9 @@ class owning_adaptor final : public memory_resource {
     adaptor_.deallocate(ptr, bytes, stream);
   }
   bool do_is_equal(memory_resource const& other) const noexcept override {
-    return this == &other || adaptor_.is_equal(other);
+    if (this == &other) return true;
+    auto const* o = dynamic_cast<owning_adaptor const*>(&other);
+    return o != nullptr && adaptor_.is_equal(o->adaptor_);
   }
 
   std::unique_ptr<memory_resource> upstream_;  // declared first: destroyed after adaptor_

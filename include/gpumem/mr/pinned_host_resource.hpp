@@ -24,6 +24,7 @@ class pinned_host_resource final : public memory_resource {
 
   std::string name() const override { return "pinned_host_resource"; }
   resource_properties properties() const noexcept override { return {true, true}; }
+  device_backend* backend_in_use() const noexcept override { return backend_; }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;

@@ -131,7 +131,8 @@ struct pool_statistics {
   std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
-  std::uint64_t invalid_deallocations = 0;  // caught by track_blocks
+  // Frees ignored as invalid: caught by track_blocks, or after close() beyond what was live then.
+  std::uint64_t invalid_deallocations = 0;
   // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
   // large blocks, flushes): per allocate+free pair, this is what limits scaling.
   std::uint64_t lock_acquisitions = 0;
@@ -255,6 +256,8 @@ class pool_resource final : public memory_resource {
   // The pool belongs to the device current at its construction and makes it current itself for
   // every device call (growth, trim, fences): callers need not.
   bool selects_own_device() const noexcept override { return true; }
+  // pool_options::backend: the backend of the pool's streams and events (not the upstream's).
+  device_backend* backend_in_use() const noexcept override;
 
   pool_statistics statistics() const;
   // Full validator: every byte of every chunk is in exactly one of live (track_blocks only; else by
@@ -276,7 +279,11 @@ class pool_resource final : public memory_resource {
   // every freed block free, gives back every chunk without a live block, and destroys the pool's
   // events and its own stream. Afterwards allocate() throws logic_error, and a free of a block
   // still live only counts it (in statistics(): no longer live, one more deallocation): it names no
-  // stream and makes no device call (the stream, like the context, may be gone by then). The chunks
+  // stream and makes no device call (the stream, like the context, may be gone by then). Such frees
+  // are still checked: with track_blocks as before close(); without, a free that would take the
+  // frees since close() past the blocks or bytes live at close() is logged and counted in
+  // invalid_deallocations instead (a double free cannot be told from a free of a live block
+  // before that). The chunks
   // still holding live blocks are treated as `live` says. Idempotent (the first call's `live`
   // holds). Must not race with other calls on the pool.
   void close(pool_live_chunks live);

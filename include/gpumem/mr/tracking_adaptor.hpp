@@ -44,9 +44,10 @@ struct outstanding_allocation {
 // and NOT passed upstream: deallocate is noexcept, and handing a bad free to the upstream would
 // corrupt it. A wrong-size free leaves the allocation live (it shows up as outstanding).
 //
-// Poisoning is stream-ordered on the freeing stream: device memory is filled with
-// backend().fill_async; host-accessible memory (pinned, managed) with a memset run in stream order
-// by enqueue_host_function, so the pattern lands after the work enqueued before the free.
+// Poisoning is stream-ordered on the freeing stream, on the upstream's backend
+// (memory_resource::backend_in_use, the process-wide one when it names none): device memory is
+// filled with fill_async; host-accessible memory (pinned, managed) with a memset run in stream
+// order by enqueue_host_function, so the pattern lands after the work enqueued before the free.
 //
 // Ownership: references `upstream`, which must outlive the adaptor.
 // Thread safety: thread safe; the pointer table is guarded by one mutex (debug tool: correctness
@@ -70,6 +71,7 @@ class tracking_adaptor final : public memory_resource {
   std::string name() const override { return "tracking_adaptor over " + upstream_->name(); }
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
+  device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
