@@ -36,6 +36,11 @@ namespace detail {
 
 bool buffer_storage::keeps_same_owner(buffer_storage const& other) const noexcept {
   if (this == &other) return true;
+  // A tracked record allocated its memory itself and is its only keeper (its memory_pointer or
+  // host_memory never leaves it), so it shares memory with no other record. Its owner_ is not
+  // read: a spill or an unspill on another thread replaces it under the record's mutex. Untracked
+  // records never change theirs, so the comparisons below need no lock.
+  if (tracked_ || other.tracked_) return false;
   if (auto const* a = std::get_if<memory_pointer>(&owner_)) {
     auto const* b = std::get_if<memory_pointer>(&other.owner_);
     return b != nullptr && a->shares_owner_with(*b);
@@ -67,6 +72,7 @@ void copy_bytes(void* dst, std::shared_ptr<void> dst_owner, void const* src,
 buffer_storage::tracking tracking_for(buffer_options const& options) {
   buffer_storage::tracking track;
   track.copy_on_write = options.copy_on_write;
+  track.opted_out = !options.spillable && options.spill == nullptr;
   if (options.spill != nullptr) {
     GPUMEM_EXPECTS(
         options.memory == buffer_memory::device,
@@ -123,14 +129,9 @@ buffer::buffer(std::size_t bytes, buffer_options const& options)
 
 buffer::buffer(buffer const& other)
     : storage_(other.storage_), offset_(other.offset_), size_(other.size_), memory_(other.memory_) {
-  if (storage_ == nullptr || !storage_->copy_on_write()) return;
-  if (storage_->where() == detail::residence::exposed) {
-    // A third party may write through the exposed address: a copy must not see it.
-    storage_.reset();
-    *this = other.copy_on(nullptr);
-    return;
-  }
-  storage_->add_slice();
+  // A new slice of a copy-on-write owner, exposed or not (an exposed owner is shared as a plain
+  // buffer's storage is: see get_ptr).
+  if (storage_ != nullptr && storage_->copy_on_write()) storage_->add_slice();
 }
 
 buffer::buffer(buffer&& other) noexcept
@@ -168,7 +169,13 @@ void buffer::release() noexcept {
 }
 
 buffer buffer::allocate_like(std::size_t bytes, detail::buffer_storage const& like) {
-  if (!like.tracked()) return buffer(bytes, like.memory());
+  if (!like.tracked()) {
+    // As the original was made: a global spill manager adopts the copy unless it opted out.
+    buffer_options options;
+    options.memory = like.memory();
+    options.spillable = !like.opted_out_of_spilling();
+    return buffer(bytes, options);
+  }
   buffer out;
   out.size_ = bytes;
   out.memory_ = like.memory();
@@ -302,7 +309,11 @@ void buffer::unshare() {
 void* buffer::get_ptr(access mode, char const* file, int line) {
   if (storage_ == nullptr) return nullptr;
   if (!storage_->tracked()) return const_cast<void*>(address());
-  if (mode == access::write && storage_->copy_on_write() && storage_->slices() > 1) unshare();
+  // An exposed owner is never unshared: a third party may hold its address and write through it,
+  // and moving this handle away would leave those writes behind. Its slices share it for good.
+  if (mode == access::write && storage_->copy_on_write() && storage_->slices() > 1 &&
+      storage_->where() != detail::residence::exposed)
+    unshare();
   return tracked_ptr(mode, file, line);
 }
 

@@ -19,6 +19,7 @@ buffer_storage::buffer_storage(void* base, std::size_t size, buffer_memory memor
       memory_(memory),
       origin_(origin),
       owner_(std::move(owner)),
+      opted_out_(track.opted_out),
       tracked_(track.copy_on_write || track.spill != nullptr),
       copy_on_write_(track.copy_on_write),
       registry_(std::move(track.spill)) {}
@@ -105,11 +106,8 @@ std::shared_ptr<buffer_storage> allocate_storage(std::size_t bytes, buffer_memor
     return storage;
   }
   gpumem::memory_manager& manager = current_context().memory_manager();
-  bool const tracked = track.copy_on_write;
+  // Tracked only for copy-on-write here; the record keeps `opted_out` either way.
   auto make = [&](void* base, buffer_storage::keeper owner) {
-    if (!tracked)
-      return std::make_shared<buffer_storage>(base, bytes, memory, buffer_origin::allocated,
-                                              std::move(owner));
     return std::make_shared<buffer_storage>(base, bytes, memory, buffer_origin::allocated,
                                             std::move(owner), track);
   };

@@ -58,9 +58,12 @@ class buffer_storage : public std::enable_shared_from_this<buffer_storage> {
   using keeper = std::variant<memory_pointer, host_memory, std::shared_ptr<void>>;
 
   // What makes a storage tracked: copy-on-write, and/or the spill registry of its spill manager.
+  // `opted_out` (buffer_options::spillable = false) tracks nothing: it is kept so that copies of
+  // the storage (buffer::copy, as_copy_on_write) are not adopted by a global spill manager either.
   struct tracking {
     bool copy_on_write = false;
     std::shared_ptr<spill_registry> spill;
+    bool opted_out = false;
   };
 
   buffer_storage(void* base, std::size_t size, buffer_memory memory, buffer_origin origin,
@@ -75,14 +78,17 @@ class buffer_storage : public std::enable_shared_from_this<buffer_storage> {
   std::size_t size() const noexcept { return size_; }
   buffer_memory memory() const noexcept { return memory_; }
   buffer_origin origin() const noexcept { return origin_; }
-  // True when both records keep the same allocation or the same foreign owner alive.
+  // True when both records keep the same allocation or the same foreign owner alive. Lock-free
+  // and race-free: it reads the owner only of untracked records, which never change it.
   bool keeps_same_owner(buffer_storage const& other) const noexcept;
 
   bool tracked() const noexcept { return tracked_; }
   bool copy_on_write() const noexcept { return copy_on_write_; }
   bool spillable() const noexcept { return registry_ != nullptr; }
   spill_registry* registry() const noexcept { return registry_.get(); }
-  tracking tracking_options() const { return tracking{copy_on_write_, registry_}; }
+  // Made with buffer_options::spillable = false: never spillable, nor are its copies.
+  bool opted_out_of_spilling() const noexcept { return opted_out_; }
+  tracking tracking_options() const { return tracking{copy_on_write_, registry_, opted_out_}; }
 
   // Untracked storage only: the address, without a lock.
   void* base() const noexcept { return base_; }
@@ -125,7 +131,9 @@ class buffer_storage : public std::enable_shared_from_this<buffer_storage> {
   std::size_t size_;
   buffer_memory memory_;
   buffer_origin origin_;
+  // Replaced by a spill and an unspill (under mutex_) in a tracked record; fixed in others.
   keeper owner_;
+  bool opted_out_ = false;
 
   // Tracked storage only.
   bool tracked_ = false;

@@ -166,6 +166,8 @@ spill_outcome spill_registry::spill_bytes(std::size_t nbytes) {
 
 spill_outcome spill_registry::spill_for_allocation(std::size_t nbytes) {
   if (orphaned_.load(std::memory_order_acquire)) return {};
+  // More than the whole device: the retry fails whatever goes, so nothing is spilled for it.
+  if (nbytes > device_total_) return {};
   return spill_bytes(std::max(nbytes, spill_ahead_));
 }
 

@@ -70,7 +70,8 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
   // Copies `src`'s blocks to the device at `dst` and waits; returns the seconds the copy took.
   double copy_to_device(void* dst, host_copy const& src);
 
-  // Spilling (see spill_manager). spill_for_allocation is the on-demand handler's call.
+  // Spilling (see spill_manager). spill_for_allocation is the on-demand handler's call; it spills
+  // nothing for a request above the device's total memory, which no spilling can make fit.
   spill_outcome spill_bytes(std::size_t nbytes);
   spill_outcome spill_for_allocation(std::size_t nbytes);
   spill_outcome spill_to(std::size_t limit);
@@ -112,7 +113,8 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
   std::unique_ptr<counted_pinned_resource> pinned_;
   std::unique_ptr<pool_resource> host_pool_;
   std::atomic<bool> orphaned_{false};
-  std::size_t spill_ahead_ = 0;  // options.spill_ahead, or its default for the device
+  std::size_t spill_ahead_ = 0;   // options.spill_ahead, or its default for the device
+  std::size_t device_total_ = 0;  // the device's memory: a larger request never fits
 
   mutable std::mutex lru_mutex_;
   spill_lru lru_;

@@ -49,10 +49,10 @@ spill_registry::spill_registry(int device, spill_options const& options)
     pool.initial_size = 0;
     pool.trim_before_growth = false;  // see the file comment
     host_pool_ = std::make_unique<pool_resource>(*pinned_, pool);
-    spill_ahead_ =
-        options.spill_ahead
-            ? *options.spill_ahead
-            : std::min<std::size_t>(std::size_t{64} << 20, backend_->get_memory_info().total / 64);
+    device_total_ = backend_->get_memory_info().total;
+    spill_ahead_ = options.spill_ahead
+                       ? *options.spill_ahead
+                       : std::min<std::size_t>(std::size_t{64} << 20, device_total_ / 64);
   } catch (...) {
     if (to_device_stream_ != nullptr) backend_->destroy_stream(to_device_stream_);
     backend_->destroy_stream(to_host_stream_);

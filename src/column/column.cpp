@@ -1,6 +1,7 @@
 // column (see column.hpp): construction checks, slices, the cached null count and host copies of
 // fixed-width columns.
 #include "column_checks.hpp"
+#include "strings_offsets.hpp"
 
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/null_mask.hpp>
@@ -93,6 +94,7 @@ column& column::operator=(column const& other) {
 }
 
 column& column::operator=(column&& other) noexcept {
+  if (this == &other) return *this;  // c = std::move(c): moving the members out would empty it
   type_ = other.type_;
   size_ = other.size_;
   offset_ = other.offset_;
@@ -148,13 +150,22 @@ column::contents column::release() noexcept {
 column::column(contents parts)
     : column(parts.type, parts.size, parts.offset, std::move(parts.data),
              std::move(parts.null_mask), std::move(parts.children), unknown_null_count) {
-  if (!is_fixed_width(type_)) return;
   char const* what = "column";
-  std::size_t const width = size_of(type_);
   std::size_t rows = 0;
   GPUMEM_EXPECTS(checked_add(offset_, size_, rows), std::string(what) + ": offset " +
                                                         std::to_string(offset_) + " and size " +
                                                         std::to_string(size_) + " overflow");
+  if (type_.id() == type_id::string) {
+    // Device views and host copies read offsets [offset, offset + size] and the characters they
+    // span, so those are checked as make_strings_column checks its buffers.
+    GPUMEM_EXPECTS(children_.size() == 1, std::string(what) +
+                                              ": a strings column has 1 child (its offsets), not " +
+                                              std::to_string(children_.size()));
+    detail::check_strings_rows(children_[0], offset_, size_, data_, what);
+    detail::check_mask(null_mask_, rows, std::nullopt, what);
+    return;
+  }
+  std::size_t const width = size_of(type_);
   detail::check_holds(data_, rows, width, what, "data");
   detail::check_aligned(data_, width, what, "data");
   detail::check_mask(null_mask_, rows, std::nullopt, what);
@@ -178,8 +189,13 @@ column column::copy() const {
     mask = null_mask_.slice(0, 0);
   }
   if (type_.id() == type_id::string) {
-    if (children_.empty()) return *this;  // an empty strings column: no buffers
     column const& offsets = child(0);
+    if (size_ == 0) {
+      // No rows: no buffers, as make_strings_column's empty column (its offsets may be empty,
+      // and nothing of the characters is needed).
+      column const no_offsets(offsets.type(), 0, 0, buffer(), buffer(), {}, 0);
+      return column(type_, 0, 0, buffer(), buffer(), {no_offsets}, 0);
+    }
     std::size_t const width = size_of(offsets.type());
     buffer const own_offsets =
         offsets.data().slice((offsets.offset() + first) * width, (rows + 1) * width).copy();

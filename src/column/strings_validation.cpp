@@ -21,26 +21,31 @@ namespace {
 
 constexpr char const* what = "strings column";
 
-std::string offset_name(std::size_t entry, std::size_t rows) {
-  if (entry < rows) return "offset of row " + std::to_string(entry);
+// Entry `entry` of the offsets of rows [first_row, first_row + rows], named by its row.
+std::string offset_name(std::size_t entry, std::size_t first_row, std::size_t rows) {
+  if (entry < rows) return "offset of row " + std::to_string(first_row + entry);
   if (rows == 0) return "the only offset";
-  return "end of row " + std::to_string(rows - 1);
+  return "end of row " + std::to_string(first_row + rows - 1);
 }
 
-// Offsets start at 0 or above, never decrease, and end within `chars_bytes`.
-void check_offsets(std::vector<std::int64_t> const& bounds, std::size_t rows,
-                   std::size_t chars_bytes) {
-  GPUMEM_EXPECTS(bounds.front() >= 0, std::string(what) + ": offset of row 0 (" +
+// The offsets of rows [first_row, first_row + bounds.size() - 1) start at 0 or above, never
+// decrease, and end within `chars_bytes`; messages start with `prefix`.
+void check_offsets(std::vector<std::int64_t> const& bounds, std::size_t first_row,
+                   std::size_t chars_bytes, char const* prefix) {
+  std::size_t const rows = bounds.size() - 1;
+  GPUMEM_EXPECTS(bounds.front() >= 0, std::string(prefix) + ": offset of row " +
+                                          std::to_string(first_row) + " (" +
                                           std::to_string(bounds.front()) + ") is negative");
   for (std::size_t k = 1; k < bounds.size(); ++k) {
-    GPUMEM_EXPECTS(bounds[k] >= bounds[k - 1],
-                   std::string(what) + ": " + offset_name(k, rows) + " (" +
-                       std::to_string(bounds[k]) + ") is below " +
-                       (k < rows ? "that" : "the offset") + " of row " + std::to_string(k - 1) +
-                       " (" + std::to_string(bounds[k - 1]) + ")");
+    GPUMEM_EXPECTS(bounds[k] >= bounds[k - 1], std::string(prefix) + ": " +
+                                                   offset_name(k, first_row, rows) + " (" +
+                                                   std::to_string(bounds[k]) + ") is below " +
+                                                   (k < rows ? "that" : "the offset") + " of row " +
+                                                   std::to_string(first_row + k - 1) + " (" +
+                                                   std::to_string(bounds[k - 1]) + ")");
   }
   GPUMEM_EXPECTS(static_cast<std::uint64_t>(bounds.back()) <= chars_bytes,
-                 std::string(what) + ": " + offset_name(bounds.size() - 1, rows) + " (" +
+                 std::string(prefix) + ": " + offset_name(rows, first_row, rows) + " (" +
                      std::to_string(bounds.back()) + ") is past the " +
                      std::to_string(chars_bytes) + " bytes of characters");
 }
@@ -68,6 +73,39 @@ void check_utf8(std::vector<std::int64_t> const& bounds, buffer const& chars,
 
 }  // namespace
 
+namespace detail {
+
+void check_strings_rows(column const& offsets, std::size_t offset, std::size_t size,
+                        buffer const& chars, char const* prefix) {
+  type_id const type = offsets.type().id();
+  GPUMEM_EXPECTS(type == type_id::int32 || type == type_id::int64,
+                 std::string(prefix) + ": strings offsets must be int32 or int64, not " +
+                     to_string(offsets.type()));
+  if (size == 0 && offsets.empty()) return;  // no rows and no offsets: nothing is read
+  std::size_t entries = 0;                   // offset + size + 1
+  GPUMEM_EXPECTS(checked_add(offset, size, entries) && checked_add(entries, 1, entries),
+                 std::string(prefix) + ": offset " + std::to_string(offset) + " and size " +
+                     std::to_string(size) + " overflow");
+  GPUMEM_EXPECTS(offsets.size() >= entries,
+                 std::string(prefix) + ": the offsets child has " + std::to_string(offsets.size()) +
+                     " entries, rows [" + std::to_string(offset) + ", " +
+                     std::to_string(offset + size) + ") need " + std::to_string(entries));
+  std::size_t const width = size_of(type);
+  // The child's own size was checked against its buffer when it was made; checked again here,
+  // as a kernel reads the buffer, not the child's size.
+  std::size_t in_buffer = 0;
+  GPUMEM_EXPECTS(checked_add(offsets.offset(), entries, in_buffer),
+                 std::string(prefix) + ": the offsets child's offset " +
+                     std::to_string(offsets.offset()) + " overflows");
+  check_holds(offsets.data(), in_buffer, width, prefix, "offsets");
+  check_aligned(offsets.data(), width, prefix, "offsets");
+  std::vector<std::int64_t> const bounds =
+      offsets_to_host(offsets.data(), type, offsets.offset() + offset, size + 1);
+  check_offsets(bounds, offset, chars.size(), prefix);
+}
+
+}  // namespace detail
+
 column make_strings_column(std::size_t size, buffer offsets, type_id offset_type, buffer chars,
                            buffer null_mask, std::optional<std::size_t> null_count,
                            bool validate_utf8) {
@@ -94,7 +132,7 @@ column make_strings_column(std::size_t size, buffer offsets, type_id offset_type
   detail::check_aligned(offsets, width, what, "offsets");
   std::vector<std::int64_t> const bounds =
       detail::offsets_to_host(offsets, offset_type, 0, entries);
-  check_offsets(bounds, size, chars.size());
+  check_offsets(bounds, 0, chars.size(), what);
   if (validate_utf8) check_utf8(bounds, chars, null_mask, size);
   return detail::unchecked_strings_column(size, std::move(offsets), offset_type, std::move(chars),
                                           std::move(null_mask), null_count);

@@ -1,7 +1,8 @@
 // Copy-on-write buffers: a write to a shallow copy leaves the original, a chain of shallow copies
 // where each write unshares only the one written, deletion of any subset, exposure (export, then
-// write; copies of an exposed buffer are deep), slices copying only their range, and plain
-// buffers keeping their sharing semantics.
+// write; an exposed owner is shared by its copies and slices and never unshared, so the exported
+// address stays the buffer's), slices copying only their range, and plain buffers keeping their
+// sharing semantics.
 #include <gpumem/buffer/buffer.hpp>
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/cuda/device_backend.hpp>
@@ -147,14 +148,58 @@ TEST(copy_on_write, export_then_write) {
   EXPECT_TRUE(a.is_exposed());
   EXPECT_FALSE(b.is_exposed());
   EXPECT_FALSE(a.owns_same_memory(b));
-  // A copy of the exposed buffer is deep: the third party's later writes do not reach it.
+  // A copy of the exposed buffer shares it, as a plain buffer's copy does: the third party's
+  // later writes reach it.
   buffer c = a;
-  EXPECT_FALSE(c.owns_same_memory(a));
+  EXPECT_TRUE(c.owns_same_memory(a));
+  EXPECT_TRUE(c.is_exposed());
   auto const changed = pattern(2048, 9);
   backend().copy(exported, changed.data(), changed.size());
   EXPECT_EQ(a.to_host(), changed);
   EXPECT_EQ(b.to_host(), original);
-  EXPECT_EQ(c.to_host(), original);
+  EXPECT_EQ(c.to_host(), changed);
+}
+
+TEST(copy_on_write, an_exposed_owner_is_never_unshared) {
+  auto const original = pattern(64, 20);
+  buffer a = buffer::from_host(original.data(), original.size(), cow());
+  auto* exported = static_cast<std::byte*>(a.get_ptr(access::write));  // a is exposed
+  buffer copy = a;
+  buffer s = a.slice(0, 16);
+  EXPECT_TRUE(s.owns_same_memory(a));
+  // Writes through any handle, inside a spill lock or not, go in place: every handle keeps the
+  // exported address, so what the third party writes there stays the buffer's.
+  {
+    spill_lock lock;
+    EXPECT_EQ(a.get_ptr(access::write), exported);
+    EXPECT_EQ(s.get_ptr(access::write), exported);
+    EXPECT_EQ(copy.get_ptr(access::write), exported);
+  }
+  EXPECT_EQ(s.get_ptr(access::write), exported);
+  auto const changed = pattern(64, 21);
+  backend().copy(exported, changed.data(), changed.size());
+  EXPECT_EQ(a.to_host(), changed);
+  EXPECT_EQ(copy.to_host(), changed);
+  EXPECT_EQ(s.to_host(), std::vector<std::byte>(changed.begin(), changed.begin() + 16));
+  // A write through one handle is seen by the others, as for a plain buffer.
+  write(s, pattern(16, 22));
+  EXPECT_EQ(a.to_host()[0], pattern(16, 22)[0]);
+  // copy() is still deep, and its result a fresh, unexposed copy-on-write buffer.
+  buffer deep = a.copy();
+  EXPECT_FALSE(deep.owns_same_memory(a));
+  EXPECT_FALSE(deep.is_exposed());
+  EXPECT_TRUE(deep.is_copy_on_write());
+}
+
+TEST(copy_on_write, a_read_export_exposes_the_shared_owner_for_every_handle) {
+  auto const original = pattern(128, 23);
+  buffer a = buffer::from_host(original.data(), original.size(), cow());
+  buffer b = a;
+  void const* exported = static_cast<buffer const&>(a).get_ptr(access::read);  // no unsharing
+  EXPECT_TRUE(a.is_exposed());
+  EXPECT_TRUE(b.is_exposed());
+  spill_lock lock;
+  EXPECT_EQ(b.get_ptr(access::write), exported);  // in place: the exporter may read it
 }
 
 TEST(copy_on_write, reads_do_not_unshare) {

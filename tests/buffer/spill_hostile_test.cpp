@@ -1,5 +1,6 @@
 // The spill layer against hostile use: spillable buffers of SIZE_MAX and SIZE_MAX - k bytes (a
-// typed error naming the size, nothing registered or leaked), spill_device_memory(SIZE_MAX) and
+// typed error naming the size, nothing registered or leaked), requests larger than the whole
+// device (out of memory without spilling anything first), spill_device_memory(SIZE_MAX) and
 // spill_to_device_limit(0) on an empty and a full manager, and a manager destroyed while its
 // buffers live in every state. Spill locks used against their grain: spill_lock_test.cpp.
 #include "spill_test_support.hpp"
@@ -59,6 +60,34 @@ TEST(spill_hostile, a_buffer_of_size_max_or_just_below_is_a_typed_error_and_leak
     current_context().pending_deallocations().flush();
     EXPECT_EQ(current_context().memory_manager().get_memory_statistics().bytes_in_use, in_use)
         << manager << ": a failed buffer left memory behind";
+  }
+}
+
+TEST(spill_hostile, a_request_above_the_whole_device_spills_nothing) {
+  for (char const* manager : {"default", "pool"}) {
+    test::scoped_manager scope(manager);
+    spill_options o = quiet(1);
+    o.spill_on_demand = true;
+    spill_manager m(o);
+    std::vector<buffer> kept;
+    for (unsigned i = 0; i < 4; ++i)
+      kept.push_back(m.from_host(pattern(64 * KiB, i).data(), 64 * KiB));
+    std::size_t const total = backend().get_memory_info().total;
+    for (std::size_t bytes : {total + 1, 2 * total}) {
+      for (bool spillable : {false, true}) {
+        try {
+          buffer b = spillable ? m.allocate(bytes) : buffer(bytes);
+          ADD_FAILURE() << manager << ": a buffer of " << bytes << " bytes was made";
+        } catch (out_of_memory const& e) {
+          EXPECT_EQ(e.requested_bytes(), bytes);
+        }
+      }
+    }
+    EXPECT_EQ(m.statistics().spill_count, 0u) << manager << ": spilled for a hopeless request";
+    EXPECT_EQ(m.host_bytes(), 0u);
+    for (buffer const& b : kept)
+      EXPECT_FALSE(b.is_spilled());
+    EXPECT_EQ(m.buffer_count(), 4u);
   }
 }
 

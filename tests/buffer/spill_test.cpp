@@ -299,6 +299,32 @@ TEST(spill, the_global_manager_makes_device_buffers_spillable) {
   EXPECT_FALSE(later.is_spillable());
 }
 
+TEST(spill, copies_keep_an_opt_out_of_spilling) {
+  auto m = std::make_shared<spill_manager>(quiet());
+  set_global_spill_manager(m);
+  buffer_options opt_out;
+  opt_out.spillable = false;
+  buffer const a = buffer::from_host(pattern(500, 15).data(), 500, opt_out);
+  buffer const a_copy = a.copy();
+  stream s;
+  buffer const a_async = a.copy(s);
+  s.synchronize();
+  buffer const a_cow = a.as_copy_on_write();
+  opt_out.copy_on_write = true;
+  buffer const b = buffer::from_host(pattern(300, 16).data(), 300, opt_out);
+  buffer const b_copy = b.copy();
+  buffer const plain = buffer::from_host(pattern(200, 17).data(), 200);
+  buffer const plain_copy = plain.copy();
+  set_global_spill_manager(nullptr);
+  for (buffer const* x : {&a, &a_copy, &a_async, &a_cow, &b, &b_copy})
+    EXPECT_FALSE(x->is_spillable());
+  EXPECT_TRUE(plain.is_spillable());
+  EXPECT_TRUE(plain_copy.is_spillable());  // no opt-out: the global manager adopts the copy
+  EXPECT_EQ(m->buffer_count(), 2u);
+  EXPECT_EQ(a_copy.to_host(), pattern(500, 15));
+  EXPECT_EQ(b_copy.to_host(), pattern(300, 16));
+}
+
 TEST(spill, a_spilled_shared_buffer_is_unspilled_then_copied_on_write) {
   spill_manager m(quiet(1));
   auto const original = pattern(6000, 12);

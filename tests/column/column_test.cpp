@@ -1,7 +1,10 @@
 // Fixed-width columns: round trips of every type, slices of slices, null counts (slices whose
-// offset is not a multiple of 8 included), empty and all-null columns, and the type check.
+// offset is not a multiple of 8 included), empty and all-null columns, the type check, slices of
+// exposed copy-on-write columns (views, as any slice), and deep copies keeping an opt-out of
+// spilling under a global spill manager.
 #include "column_test_support.hpp"
 
+#include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/column/column.hpp>
 
 #include <gtest/gtest.h>
@@ -9,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -162,6 +166,42 @@ TEST(column, columns_in_managed_and_pinned_memory) {
     EXPECT_EQ(c.slice(5, 45).to_host<int>(),
               std::vector<std::optional<int>>(rows.begin() + 5, rows.begin() + 45));
   }
+}
+
+TEST(column, a_slice_of_an_exposed_copy_on_write_column_is_a_view) {
+  buffer_options cow;
+  cow.copy_on_write = true;
+  auto const rows = test::random_ints(4096, 0.2, 7);
+  column const c = column::from_host(rows, cow);
+  void const* exported = c.data().get_ptr(access::read);  // a user's export: exposed
+  ASSERT_TRUE(c.data().is_exposed());
+  column const s = c.slice(10, 11);
+  EXPECT_TRUE(s.data().owns_same_memory(c.data()));  // shared, not one row's deep copy
+  EXPECT_TRUE(s.null_mask().owns_same_memory(c.null_mask()));
+  EXPECT_EQ(s.data().get_ptr(access::read), exported);
+  EXPECT_EQ(s.to_host<int>(), std::vector<std::optional<int>>{rows[10]});
+  column const whole = c;  // a copy of the column shares as well
+  EXPECT_TRUE(whole.data().owns_same_memory(c.data()));
+}
+
+TEST(column, copies_keep_an_opt_out_of_spilling) {
+  spill_options so;
+  so.spill_on_demand = false;
+  auto m = std::make_shared<spill_manager>(so);
+  set_global_spill_manager(m);
+  buffer_options opt_out;
+  opt_out.spillable = false;
+  auto const rows = test::random_ints(1024, 0.1, 8);
+  column const c = column::from_host(rows, opt_out);
+  column const copy = c.slice(33, 1000).copy();
+  column const adopted = column::from_host(rows).copy();
+  set_global_spill_manager(nullptr);
+  EXPECT_FALSE(c.data().is_spillable());
+  EXPECT_FALSE(copy.data().is_spillable());
+  EXPECT_FALSE(copy.null_mask().is_spillable());
+  EXPECT_TRUE(adopted.data().is_spillable());
+  EXPECT_EQ(copy.to_host<int>(),
+            std::vector<std::optional<int>>(rows.begin() + 33, rows.begin() + 1000));
 }
 
 }  // namespace

@@ -26,7 +26,8 @@
 //   * inside a spill_lock scope on the calling thread (spill_lock.hpp), keeps the buffer on the
 //     device until the scope ends — the way code inside gpumem takes pointers;
 //   * outside one, EXPOSES the buffer: the pointer may live anywhere, so the buffer is never
-//     spilled again and its later shallow copies are deep. Exposure is one-way.
+//     spilled again and its storage is never unshared again — its handle copies and slices share
+//     it, and writes through any of them go in place, as for a plain buffer. Exposure is one-way.
 // Do not keep a pointer longer than the buffer handle it came from (or the spill lock). gpumem's
 // own operations (column and frame operations, strings::transform, transfers) take pointers only
 // inside a spill lock of their own, so they unspill their inputs and never expose them.
@@ -34,7 +35,8 @@
 // Copy-on-write (buffer_options::copy_on_write): every handle is a slice of its owner. Copying the
 // handle, shallow_copy() and slice() make new slices that share the bytes; a write access through
 // a slice while any other slice of the owner lives first copies that slice's bytes into a new
-// owner (only its range), so the others keep what they saw. copy() is always deep.
+// owner (only its range), so the others keep what they saw — unless the owner is exposed: an
+// exposed owner is shared by all its slices, as a plain buffer is. copy() is always deep.
 //
 // Transfers go through the array layer's copy routine. Without a stream they return when done;
 // with one they are asynchronous on it, and the buffers involved are kept alive until the stream
@@ -83,7 +85,8 @@ struct buffer_options {
   // Device memory only: the spill manager that may move the bytes to host memory and back. Null:
   // the global spill manager, if there is one for the current device.
   spill_manager* spill = nullptr;
-  // false: never spillable, even with a global spill manager.
+  // false: never spillable, even with a global spill manager; copies (copy(), as_copy_on_write(),
+  // column::copy) keep the opt-out.
   bool spillable = true;
 };
 
@@ -99,8 +102,8 @@ class buffer {
   explicit buffer(std::size_t bytes, buffer_memory memory = buffer_memory::device);
   buffer(std::size_t bytes, buffer_options const& options);
 
-  // Copy-on-write handles register as slices of their owner; a copy of an exposed copy-on-write
-  // buffer is a deep copy. Moves never copy bytes.
+  // Copy-on-write handles register as slices of their owner (an exposed one's too: they share
+  // it). Copies and moves never copy bytes.
   buffer(buffer const& other);
   buffer(buffer&& other) noexcept;
   buffer& operator=(buffer const& other);
@@ -160,7 +163,8 @@ class buffer {
 
   // [offset, offset + bytes) of this buffer as a view sharing its storage.
   buffer slice(std::size_t offset, std::size_t bytes) const;
-  // A new buffer of the same kind with a copy of the bytes (synchronous / asynchronous on `s`).
+  // A new buffer of the same kind and options (copy-on-write, spill manager, spillable = false)
+  // with a copy of the bytes (synchronous / asynchronous on `s`).
   buffer copy() const;
   buffer copy(stream const& s) const;
   // Copies the first `bytes` bytes into host memory at `dst` (synchronous / asynchronous on `s`).

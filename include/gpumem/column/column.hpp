@@ -113,15 +113,19 @@ class column {
   };
   // Moves everything out; the column is empty afterwards.
   contents release() noexcept;
-  // A column of the parts (a fixed-width one is checked as by the constructor above, the
-  // offset included; the null count is counted on first use).
+  // A column of the parts, checked over rows [offset, offset + size) (the null count is counted
+  // on first use): a fixed-width one as by the constructor above; a strings one must have one
+  // child, its int32 or int64 offsets, with offset + size + 1 entries (none when size is 0) that
+  // pass make_strings_column's checks for those rows (not negative, never decreasing, within the
+  // characters), and a mask large enough. logic_error naming the value otherwise.
   explicit column(contents parts);
 
   // A deep copy: new buffers (of the same memory, spill manager and copy-on-write option) holding
   // this column's rows. Fixed width: the rows from the mask word that holds row 0 on (the copy's
   // offset is offset() % 32 when there is a mask, else 0). Strings: the offsets and the mask are
   // copied the same way, and the characters are SHARED: strings data is immutable (nothing in
-  // gpumem writes a strings column's characters), so a copy never needs its own.
+  // gpumem writes a strings column's characters), so a copy never needs its own. A copy of 0
+  // rows has no buffers (a strings one: offsets of 0 entries, as make_strings_column allows).
   column copy() const;
 
   // Fixed-width columns from host values: one row per element, null where an optional is empty.
