@@ -66,14 +66,15 @@ std::string device_type_name(std::int32_t type) {
 }
 
 template <class Managed>
-struct import_owner {
-  explicit import_owner(Managed* t) noexcept : tensor(t) {}
-  import_owner(import_owner const&) = delete;
-  import_owner& operator=(import_owner const&) = delete;
-  ~import_owner() {
-    if (tensor->deleter != nullptr) tensor->deleter(tensor);
+class import_owner final : public dlpack_import_owner {
+ public:
+  explicit import_owner(Managed* t) noexcept : tensor_(t) {}
+  ~import_owner() override {
+    if (armed_ && tensor_->deleter != nullptr) tensor_->deleter(tensor_);
   }
-  Managed* tensor;
+
+ private:
+  Managed* tensor_;
 };
 
 }  // namespace
@@ -166,10 +167,10 @@ imported_tensor check_dlpack_import(dlpack::DLTensor const& t, dlpack::DLDataTyp
   return out;
 }
 
-std::shared_ptr<void> dlpack_owner(dlpack::DLManagedTensor* t) {
+std::shared_ptr<dlpack_import_owner> dlpack_owner(dlpack::DLManagedTensor* t) {
   return std::make_shared<import_owner<dlpack::DLManagedTensor>>(t);
 }
-std::shared_ptr<void> dlpack_owner(dlpack::DLManagedTensorVersioned* t) {
+std::shared_ptr<dlpack_import_owner> dlpack_owner(dlpack::DLManagedTensorVersioned* t) {
   return std::make_shared<import_owner<dlpack::DLManagedTensorVersioned>>(t);
 }
 

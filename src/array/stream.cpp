@@ -143,53 +143,64 @@ stream stream::wrap(stream_handle external, std::shared_ptr<void> owner) {
       backend(), external, stream_state::ownership::borrowed, std::move(owner)));
 }
 
-stream_handle stream::handle() const noexcept {
-  return state_->handle;
+detail::stream_state& stream::state() const {
+  GPUMEM_EXPECTS(state_ != nullptr, "stream is empty (moved from)");
+  return *state_;
+}
+
+stream_handle stream::handle() const {
+  return state().handle;
 }
 
 void stream::synchronize() const {
-  state_->backend->synchronize_stream(state_->handle);
-  state_->prune();
+  stream_state& st = state();
+  st.backend->synchronize_stream(st.handle);
+  st.prune();
 }
 
 bool stream::query() const {
-  bool const idle = state_->backend->query_stream(state_->handle);
-  if (idle) state_->prune();
+  stream_state& st = state();
+  bool const idle = st.backend->query_stream(st.handle);
+  if (idle) st.prune();
   return idle;
 }
 
 void stream::wait(event const& e) const {
+  stream_state& st = state();
   GPUMEM_EXPECTS(static_cast<bool>(e), "stream::wait: the event is empty (never created)");
-  state_->backend->stream_wait_event(state_->handle, e.handle());
+  st.backend->stream_wait_event(st.handle, e.handle());
 }
 
 event stream::record(bool timing) const {
+  (void)state();  // refuse a moved-from stream before creating the event
   event e = event::create(timing);
   e.record(*this);
   return e;
 }
 
 void stream::keep_alive(std::shared_ptr<void> owner) const {
+  stream_state& st = state();
   if (!owner) return;
-  state_->prune();
+  st.prune();
   auto done = std::make_shared<std::atomic<bool>>(false);
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->kept.push_back({std::move(owner), done});
+    std::lock_guard<std::mutex> lock(st.mutex);
+    st.kept.push_back({std::move(owner), done});
   }
   try {
-    state_->backend->enqueue_host_function(
-        state_->handle, [done] { done->store(true, std::memory_order_release); });
+    st.backend->enqueue_host_function(st.handle,
+                                      [done] { done->store(true, std::memory_order_release); });
   } catch (...) {
     // Without the callback nothing would ever mark the entry done: wait for the stream instead.
-    state_->backend->synchronize_stream(state_->handle);
+    st.backend->synchronize_stream(st.handle);
     done->store(true, std::memory_order_release);
-    state_->prune();
+    st.prune();
     throw;
   }
 }
 
 auto_synchronize_scope::~auto_synchronize_scope() {
+  if (!stream_) return;  // moved from: the scope that took the stream synchronises it
   try {
     stream_.synchronize();
   } catch (std::exception const& e) {

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <utility>
 
 namespace gpumem::detail {
 
@@ -41,11 +43,32 @@ bool same_shape(array_layout const& a, array_layout const& b) {
 
 }  // namespace
 
-void copy_elements(void* dst, array_layout const& dst_layout, void const* src,
-                   array_layout const& src_layout, copy_mode mode, stream_handle stream) {
+void check_same_shape(array_layout const& dst_layout, array_layout const& src_layout) {
   GPUMEM_EXPECTS(same_shape(dst_layout, src_layout),
                  "copy between arrays of different shapes: destination " + dst_layout.describe() +
                      ", source " + src_layout.describe());
+}
+
+bool extents_overlap(void const* a, array_layout const& a_layout, void const* b,
+                     array_layout const& b_layout) noexcept {
+  if (a_layout.size() == 0 || b_layout.size() == 0) return false;
+  // [address + lowest, address + highest) in unsigned arithmetic (lowest <= 0 <= highest).
+  auto const bounds = [](void const* p, array_layout const& l) {
+    auto const e = l.extent();
+    auto const at = reinterpret_cast<std::uintptr_t>(p);
+    return std::pair<std::uintptr_t, std::uintptr_t>{at - static_cast<std::uintptr_t>(-e.lowest),
+                                                     at + static_cast<std::uintptr_t>(e.highest)};
+  };
+  auto const [a_low, a_high] = bounds(a, a_layout);
+  auto const [b_low, b_high] = bounds(b, b_layout);
+  return a_low < b_high && b_low < a_high;
+}
+
+void copy_elements(void* dst, array_layout const& dst_layout, void const* src,
+                   array_layout const& src_layout, copy_mode mode, stream_handle stream) {
+  check_same_shape(dst_layout, src_layout);
+  GPUMEM_ASSERT(!extents_overlap(dst, dst_layout, src, src_layout),
+                "overlapping copies are staged by detail::transfer");
   std::size_t const total = dst_layout.size();
   if (total == 0) return;
   device_backend& b = backend();

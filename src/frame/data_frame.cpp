@@ -180,6 +180,11 @@ std::string data_frame::to_string(print_options const& options) const {
   for (std::size_t p = 0; p < m; ++p) {
     column const& c = columns_.at(p);
     cells[p] = gather([&](std::size_t b, std::size_t e) { return format_rows(c, b, e); });
+    // One label per printed row; the rows below index every column's cells by label position.
+    GPUMEM_EXPECTS(cells[p].size() == labels.size(),
+                   "data_frame::to_string: the index gave " + std::to_string(labels.size()) +
+                       " labels for " + std::to_string(cells[p].size()) +
+                       " printed rows of column " + columns_.label_at(p).to_string());
     for (auto const& s : cells[p])
       widths[p] = std::max(widths[p], detail::display_width(s) + 1);  // pandas' leading space
     for (std::size_t level = 0; level < levels; ++level)

@@ -6,6 +6,7 @@
 #include <gpumem/frame/range_index.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,12 +54,24 @@ range_index range_index::slice(std::size_t begin, std::size_t end) const {
   GPUMEM_EXPECTS(begin <= end && end <= n, "range_index::slice: [" + std::to_string(begin) + ", " +
                                                std::to_string(end) + ") is outside the " +
                                                std::to_string(n) + " labels");
-  auto const at = [&](std::size_t p) {
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(start_) +
-                                     static_cast<std::uint64_t>(p) *
-                                         static_cast<std::uint64_t>(step_));
-  };
-  return range_index(at(begin), at(end), step_);
+  if (begin == end) {
+    std::int64_t const first = begin < n ? value(begin) : start_;
+    return range_index(first, first, step_);
+  }
+  // The new stop is one step past the last label (pandas' slice stop), or the int64 limit in the
+  // step's direction when that does not fit: start + end * step used to wrap near INT64_MAX/MIN
+  // and make the slice empty. Every label lies strictly before this range's stop in the step's
+  // direction (last < stop <= INT64_MAX for a positive step), so the limit is past the last label
+  // and within one step of it: the labels are the same.
+  constexpr std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  constexpr std::int64_t bottom = std::numeric_limits<std::int64_t>::min();
+  std::int64_t const last = value(end - 1);
+  std::int64_t stop = 0;
+  if (step_ > 0)
+    stop = last <= top - step_ ? last + step_ : top;
+  else
+    stop = last >= bottom - step_ ? last + step_ : bottom;
+  return range_index(value(begin), stop, step_);
 }
 
 column range_index::to_column() const {

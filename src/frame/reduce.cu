@@ -6,6 +6,10 @@
 // partial {count, sum, min, max}; later launches fold the partials the same way until one is
 // left, which is copied back. The launch shapes depend only on the row count, so the order of
 // floating additions does too.
+//
+// The mean is real_sum / count, real_sum being the values added as doubles: an integer column's
+// Acc sum wraps (pandas' sum does too), but its mean must not ({INT64_MAX, INT64_MAX} has mean
+// 9.223372036854776e+18, as numpy's float64 accumulator gives, not -1).
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/column_device_view.hpp>
@@ -29,6 +33,7 @@ struct partial {
   Acc sum;
   Acc min;
   Acc max;
+  double real_sum;  // the same values added as doubles, for the mean (never wraps)
 
   GPUMEM_HD void add_value(Acc v) {
     if (count == 0) {
@@ -39,6 +44,7 @@ struct partial {
       max = v > max ? v : max;
     }
     sum = detail::add(sum, v);
+    real_sum += static_cast<double>(v);
     ++count;
   }
   GPUMEM_HD void add_partial(partial const& p) {
@@ -51,6 +57,7 @@ struct partial {
       max = p.max > max ? p.max : max;
     }
     sum = detail::add(sum, p.sum);
+    real_sum += p.real_sum;
     count += p.count;
   }
 };
@@ -63,7 +70,7 @@ struct reduce_kernel {
   partial<Acc>* out;             // one per thread
 
   GPUMEM_HD void operator()(thread_index const& t) const {
-    partial<Acc> p{0, Acc{}, Acc{}, Acc{}};
+    partial<Acc> p{0, Acc{}, Acc{}, Acc{}, 0.0};
     for (std::size_t i = t.global(); i < items; i += t.total()) {
       if (partials != nullptr) {
         p.add_partial(partials[i]);
@@ -87,7 +94,7 @@ launch_config shape(std::size_t items) {
 
 template <class Acc>
 partial<Acc> fold(column const& c) {
-  partial<Acc> result{0, Acc{}, Acc{}, Acc{}};
+  partial<Acc> result{0, Acc{}, Acc{}, Acc{}, 0.0};
   if (c.empty()) return result;
   spill_lock lock;  // the column's buffers: on the device for the passes, not exposed
   column_device_view const view = column_device_view::create(c);
@@ -154,7 +161,7 @@ scalar reduce_as(column const& c, reduction op) {
       return p.count == 0 ? scalar::null(t) : make_scalar<Acc>(t, p.max);
     case reduction::mean:
       if (p.count == 0) return scalar::null(type_id::float64);
-      return scalar::of(static_cast<double>(p.sum) / static_cast<double>(p.count));
+      return scalar::of(p.real_sum / static_cast<double>(p.count));
   }
   return scalar::null(t);
 }

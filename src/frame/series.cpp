@@ -81,6 +81,10 @@ std::string series::to_string(print_options const& options) const {
       cells.push_back(std::move(s));
     footer += "Length: " + std::to_string(n) + ", ";
   }
+  // One label per printed row; the rows below index both vectors.
+  GPUMEM_EXPECTS(labels.size() == cells.size(), "series::to_string: the index gave " +
+                                                    std::to_string(labels.size()) + " labels for " +
+                                                    std::to_string(cells.size()) + " printed rows");
   std::size_t label_width = 0;
   std::size_t cell_width = 0;
   for (auto const& s : labels)

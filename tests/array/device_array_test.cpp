@@ -154,6 +154,38 @@ TEST(device_array, zero_size_arrays_allocate_nothing) {
   EXPECT_EQ(default_constructed.ndim(), 1);
 }
 
+TEST(device_array, moving_leaves_the_source_empty) {
+  auto a = to_device(std::vector<int>(16, 7), {4, 4});
+  int* const memory = a.data();
+  device_array<int> b = std::move(a);
+  EXPECT_EQ(b.data(), memory);
+  EXPECT_EQ(b.shape(), (shape_type{4, 4}));
+  EXPECT_EQ(b.use_count(), 1);
+  // The moved-from handle is a default array: it cannot reach the memory it gave away (which
+  // the manager may hand to the next allocation once b is gone).
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.size(), 0u);
+  EXPECT_EQ(a.shape(), (shape_type{0}));
+  EXPECT_TRUE(a.is_c_contiguous());
+  EXPECT_EQ(a.use_count(), 0);
+  EXPECT_EQ(a.owner().device_pointer(), nullptr);
+  EXPECT_EQ(a.view().data(), nullptr);
+  expect_logic_error([&] { a.copy_to_device(std::vector<int>(16, 1)); },
+                     "the host buffer has 16 elements, the array (shape (0,)");
+
+  device_array<int> c = to_device(std::vector<int>{1, 2});
+  c = std::move(b);  // move assignment: c takes b's memory and drops its own
+  EXPECT_EQ(c.data(), memory);
+  EXPECT_EQ(c.use_count(), 1);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.use_count(), 0);
+  EXPECT_EQ(c.copy_to_host(), std::vector<int>(16, 7));
+  device_array<int>& same = a;
+  a = std::move(same);  // self-move keeps a valid (empty) array
+  EXPECT_EQ(a.size(), 0u);
+}
+
 TEST(device_array, bad_input_names_the_value) {
   device_array<int> d({4, 5});
   expect_logic_error([&] { d.copy_to_device(std::vector<int>(19)); },

@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <complex>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -94,6 +96,38 @@ TEST(dlpack, import_rejects_what_it_cannot_use) {
   EXPECT_EQ(d.use_count(), 2) << "a failed import must leave the tensor with the caller";
   auto ok = from_dlpack<float>(t);
   EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(dlpack, read_only_tensors_are_refused_and_stay_with_the_caller) {
+  auto d = to_device(std::vector<float>{1, 2, 3});
+  dlpack::DLManagedTensorVersioned* t = to_dlpack_versioned(d);
+  t->flags = dlpack::flag_read_only | dlpack::flag_is_copied;
+  test::expect_logic_error(
+      [&] { from_dlpack<float>(t); },
+      "the tensor is read-only (flags 3 include DLPACK_FLAG_BITMASK_READ_ONLY)");
+  EXPECT_EQ(d.use_count(), 2) << "a refused import must leave the tensor with the caller";
+  t->flags = dlpack::flag_is_copied;  // writable: accepted
+  auto ok = from_dlpack<float>(t);
+  EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));
+  ok = device_array<float>();
+  EXPECT_EQ(d.use_count(), 1);  // the deleter ran once the import owned the tensor
+}
+
+// kDLFloat with `bits` means the IEEE 754 format of that width. x86's long double is the 80-bit
+// extended format in 16 bytes: it used to be exported as kDLFloat/128 (binary128), which a
+// consumer would misread.
+TEST(dlpack, only_ieee_interchange_floats_have_a_dtype) {
+  static_assert(has_dlpack_dtype_v<float> && has_dlpack_dtype_v<double>);
+  static_assert(has_dlpack_dtype_v<std::int8_t> && has_dlpack_dtype_v<bool>);
+  static_assert(has_dlpack_dtype_v<std::complex<double>>);
+  static_assert(!has_dlpack_dtype_v<std::complex<long double>>);
+  using limits = std::numeric_limits<long double>;
+  bool const binary128 = limits::is_iec559 && sizeof(long double) == 16 && limits::digits == 113;
+  bool const binary64 = limits::is_iec559 && sizeof(long double) == 8 && limits::digits == 53;
+  EXPECT_EQ(has_dlpack_dtype_v<long double>, binary128 || binary64);
+#if defined(__x86_64__) || defined(__i386__)
+  EXPECT_FALSE(has_dlpack_dtype_v<long double>) << "x87 extended precision is not binary128";
+#endif
 }
 
 TEST(dlpack, zero_size_and_scalar) {

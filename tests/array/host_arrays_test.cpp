@@ -30,8 +30,52 @@ TEST(pinned_array, async_round_trip_through_the_device) {
   s.synchronize();
   EXPECT_EQ(dst.to_vector(), src.to_vector());
   EXPECT_EQ(dst(2, 3), 23.f);
-  test::expect_logic_error([&] { dst(3, 0); }, "index out of range");
+  test::expect_logic_error([&] { dst(3, 0); }, "index (3, 0) out of range for dimension 0");
   test::expect_logic_error([&] { dst(1); }, "1 indices for an array of rank 2");
+}
+
+TEST(host_arrays, index_errors_name_the_indices_and_the_dimension) {
+  managed_array<int> m({2, 3});
+  test::expect_logic_error([&] { m(1, 5); },
+                           "index (1, 5) out of range for dimension 1 (length 3) of an array of "
+                           "shape (2, 3)");
+  test::expect_logic_error([&] { m(2, 0); },
+                           "index (2, 0) out of range for dimension 0 (length 2)");
+  test::expect_logic_error([&] { m(-1, 0); }, "index (-1, 0) out of range for dimension 0");
+  pinned_array<float> p({4});
+  test::expect_logic_error([&] { p(4); }, "index (4,) out of range for dimension 0 (length 4)");
+}
+
+// Moving any array type leaves the source as a default array: no pointer, shape (0,), no owner.
+template <class Array>
+void expect_move_empties_the_source() {
+  Array a({3, 2});
+  int* const memory = a.data();
+  Array b = std::move(a);
+  EXPECT_EQ(b.data(), memory);
+  EXPECT_EQ(b.use_count(), 1);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(a.shape(), (shape_type{0}));
+  EXPECT_EQ(a.use_count(), 0);
+  EXPECT_EQ(a.host_view().data(), nullptr);
+  EXPECT_TRUE(a.to_vector().empty());
+  test::expect_logic_error([&] { a(0); }, "index (0,) out of range for dimension 0 (length 0)");
+  Array c({1});
+  c = std::move(b);
+  EXPECT_EQ(c.data(), memory);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.use_count(), 0);
+}
+
+TEST(host_arrays, moving_leaves_the_source_empty) {
+  expect_move_empties_the_source<pinned_array<int>>();
+  expect_move_empties_the_source<mapped_array<int>>();
+  expect_move_empties_the_source<managed_array<int>>();
+  mapped_array<int> m({4});
+  mapped_array<int> n = std::move(m);
+  EXPECT_EQ(m.view().data(), nullptr);  // the device address too
+  EXPECT_NE(n.view().data(), nullptr);
 }
 
 TEST(pinned_array, zero_size_allocates_nothing) {

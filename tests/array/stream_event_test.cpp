@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -132,6 +134,46 @@ TEST(stream_event, events_query_wait_and_time) {
   event empty;
   test::expect_logic_error([&] { empty.record(s); }, "event::record: the event is empty");
   test::expect_logic_error([&] { s.wait(empty); }, "stream::wait: the event is empty");
+}
+
+TEST(stream_event, moved_from_stream_throws_instead_of_crashing) {
+  auto s = stream::create();
+  stream t = std::move(s);
+  EXPECT_TRUE(static_cast<bool>(t));
+  EXPECT_FALSE(static_cast<bool>(s));
+  auto const empty = "stream is empty (moved from)";
+  test::expect_logic_error([&] { (void)s.is_default(); }, empty);
+  test::expect_logic_error([&] { (void)s.handle(); }, empty);
+  test::expect_logic_error([&] { (void)(s == t); }, empty);
+  test::expect_logic_error([&] { s.synchronize(); }, empty);
+  test::expect_logic_error([&] { (void)s.query(); }, empty);
+  test::expect_logic_error([&] { (void)s.record(); }, empty);
+  test::expect_logic_error([&] { s.keep_alive(std::make_shared<int>(1)); }, empty);
+  test::expect_logic_error([&] { s.keep_alive(nullptr); }, empty);
+  test::expect_logic_error([&] { (void)s.auto_synchronize(); }, empty);
+  event e = t.record();
+  test::expect_logic_error([&] { s.wait(e); }, empty);
+  test::expect_logic_error([&] { e.record(s); }, empty);
+  test::expect_logic_error([&] { (void)to_device(std::vector<int>{1}, s); }, empty);
+  s = t;  // assigning makes it usable again
+  EXPECT_TRUE(static_cast<bool>(s));
+  EXPECT_EQ(s, t);
+  s.synchronize();
+}
+
+TEST(stream_event, moved_auto_synchronize_scope_synchronises_once) {
+  auto s = stream::create();
+  test::gate g;
+  std::optional<auto_synchronize_scope> kept;
+  {
+    auto sync = s.auto_synchronize();
+    kept.emplace(std::move(sync));
+    g.block(s.handle());
+  }  // the moved-from scope ends: it must neither crash nor wait for the blocked stream
+  EXPECT_FALSE(s.query());
+  g.open();
+  kept.reset();  // the scope that took the stream synchronises it
+  EXPECT_TRUE(s.query());
 }
 
 TEST(stream_event, destruction_goes_through_the_context_queue) {

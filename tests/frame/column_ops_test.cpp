@@ -145,6 +145,28 @@ TEST(reductions, empty_all_null_one_row) {
   EXPECT_EQ(reduce(one, reduction::mean).value<double>(), 65535.0);
 }
 
+// The mean adds in double whatever the column type: an integer column whose integer sum wraps
+// still has its true mean (pandas: pd.Series([2**63 - 1] * 2).mean() == 9.223372036854776e+18).
+TEST(reductions, integer_mean_does_not_wrap) {
+  auto const big = std::numeric_limits<std::int64_t>::max();
+  column const i64 = column::from_host(std::vector<std::int64_t>{big, big});
+  EXPECT_EQ(reduce(i64, reduction::sum).value<std::int64_t>(), -2);  // the sum wraps, as NumPy
+  EXPECT_EQ(reduce(i64, reduction::mean).value<double>(), static_cast<double>(big));
+  auto const low = std::numeric_limits<std::int64_t>::min();
+  column const negative = column::from_host(opt_vec<std::int64_t>{low, std::nullopt, low, low});
+  EXPECT_EQ(reduce(negative, reduction::mean).value<double>(), static_cast<double>(low));
+  column const u64 = column::from_host(std::vector<std::uint64_t>{1ull << 63, 1ull << 63, ~0ull});
+  EXPECT_EQ(reduce(u64, reduction::mean).value<double>(),
+            (2 * 9223372036854775808.0 + 18446744073709551615.0) / 3);
+  // Many rows, so that the partials of several threads and passes are folded.
+  std::vector<std::int64_t> const many(100000, big - 7);
+  EXPECT_EQ(reduce(column::from_host(many), reduction::mean).value<double>(),
+            static_cast<double>(big - 7));
+  // Small integers keep an exact mean.
+  column const small = column::from_host(std::vector<std::int32_t>{-1, -2});
+  EXPECT_EQ(reduce(small, reduction::mean).value<double>(), -1.5);
+}
+
 TEST(reductions, types_and_errors) {
   column const b = column::from_host(opt_vec<bool>{true, false, std::nullopt, true});
   EXPECT_EQ(reduce(b, reduction::sum).value<std::int64_t>(), 2);

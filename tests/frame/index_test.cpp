@@ -45,6 +45,38 @@ TEST(range_index, sizes_values_slices) {
   EXPECT_EQ(materialised, (std::vector<std::optional<std::int64_t>>{10, 12, 14, 16, 18}));
 }
 
+// Slices of ranges that end near the int64 limits: start + end * step does not fit int64, and a
+// wrapped stop used to give an empty slice of a range whose rows were there.
+TEST(range_index, slices_near_the_int64_limits) {
+  auto const big = std::numeric_limits<std::int64_t>::max();
+  auto const low = std::numeric_limits<std::int64_t>::min();
+  range_index const up(big - 2, big, 3);  // one label: big - 2
+  ASSERT_EQ(up.size(), 1u);
+  range_index const one = up.slice(0, 1);
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_EQ(one.value(0), big - 2);
+  EXPECT_EQ(one.stop(), big);  // big - 2 + 3 does not fit: the limit, past the label all the same
+  EXPECT_EQ(up.slice(1, 1).size(), 0u);
+  EXPECT_EQ(up.slice(0, 0).size(), 0u);
+
+  range_index const down(low + 2, low, -3);  // one label: low + 2
+  EXPECT_EQ(down.slice(0, 1).size(), 1u);
+  EXPECT_EQ(down.slice(0, 1).value(0), low + 2);
+  EXPECT_EQ(down.slice(0, 1).stop(), low);
+
+  range_index const wide(-big, big, big);  // -big, 0
+  EXPECT_EQ(wide.slice(0, 2).size(), 2u);
+  EXPECT_EQ(wide.slice(1, 2).value(0), 0);
+  EXPECT_EQ(wide.slice(0, 1).value(0), -big);
+
+  range_index const to_the_top(big - 10, big, 1);  // big - 10 ... big - 1
+  range_index const tail = to_the_top.slice(7, 10);
+  EXPECT_EQ(tail.size(), 3u);
+  EXPECT_EQ(tail.value(2), big - 1);
+  EXPECT_EQ(tail.stop(), big);
+  EXPECT_EQ(index(up).format(0, 1), (std::vector<std::string>{std::to_string(big - 2)}));
+}
+
 TEST(index, range_and_column_kinds) {
   index const a(range_index(3));
   EXPECT_TRUE(a.is_range());

@@ -7,9 +7,13 @@
 // has passed that work.
 //
 // Indexing is not bounds-checked (device code never throws); `contains()` lets a kernel check.
+// operator() takes exactly one index per dimension: a different count is a bug of the caller,
+// caught by GPUMEM_ASSERT where asserts are on (host code of debug builds); elsewhere the missing
+// trailing indices read as 0 (never memory past the index list).
 #pragma once
 
 #include <gpumem/array/array_layout.hpp>
+#include <gpumem/core/assert.hpp>
 #include <gpumem/core/config.hpp>
 
 #include <cstddef>
@@ -31,11 +35,14 @@ class array_view {
   // Stride of `dim` in bytes.
   GPUMEM_HD std::ptrdiff_t stride(int dim) const { return layout_.strides[dim]; }
 
-  // Element at the given indices (one per dimension).
+  // Element at the given indices (exactly one per dimension).
   template <class... I>
   GPUMEM_HD T& operator()(I... indices) const {
     static_assert(sizeof...(I) <= max_array_rank, "too many indices");
-    std::size_t const index[] = {static_cast<std::size_t>(indices)..., 0};
+    GPUMEM_ASSERT(static_cast<int>(sizeof...(I)) == layout_.rank,
+                  "array_view: give exactly one index per dimension");
+    // offset_of reads `rank` entries: the list is max_array_rank long, zero past the indices.
+    std::size_t const index[max_array_rank] = {static_cast<std::size_t>(indices)...};
     return *element(layout_.offset_of(index));
   }
   // The element with C-order linear number `i` (any rank): for loops over every element.

@@ -16,6 +16,11 @@
 // stream has passed the point where it was handed over: at the next keep_alive(), synchronize() or
 // query() that finds it done, or when the stream state goes (which then synchronises first).
 //
+// Moving a stream leaves the source empty: `static_cast<bool>(s)` turns false, and every other
+// member (handle(), is_default(), comparisons, synchronize(), ...) throws gpumem::logic_error
+// "stream is empty (moved from)". Assigning another stream to it makes it usable again. An
+// auto_synchronize_scope that was moved from synchronises nothing when it ends.
+//
 // Ownership: create() owns its handle; default, per-thread default and wrap() streams do not
 // (wrap() may keep the external stream's owner alive). Thread safety: every member may be
 // called from any thread; the keep-alive list has its own mutex. Stream semantics: as CUDA's.
@@ -49,9 +54,11 @@ class stream {
   // `owner` (may be empty) is kept alive as long as this stream state exists.
   static stream wrap(stream_handle external, std::shared_ptr<void> owner = {});
 
-  stream_handle handle() const noexcept;
+  // False only for a moved-from stream (see the file comment).
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+  stream_handle handle() const;
   // True for the legacy default stream.
-  bool is_default() const noexcept { return handle() == nullptr; }
+  bool is_default() const { return handle() == nullptr; }
   // Waits for all work on the stream, then releases finished keep-alives.
   void synchronize() const;
   // True when all work submitted so far has completed.
@@ -67,18 +74,18 @@ class stream {
   // `with stream.auto_synchronize():`).
   [[nodiscard]] auto_synchronize_scope auto_synchronize() const;
 
-  friend bool operator==(stream const& a, stream const& b) noexcept {
-    return a.handle() == b.handle();
-  }
-  friend bool operator!=(stream const& a, stream const& b) noexcept { return !(a == b); }
+  friend bool operator==(stream const& a, stream const& b) { return a.handle() == b.handle(); }
+  friend bool operator!=(stream const& a, stream const& b) { return !(a == b); }
 
  private:
   explicit stream(std::shared_ptr<detail::stream_state> state) : state_(std::move(state)) {}
+  // The shared state; throws logic_error on a moved-from stream (state_ null).
+  detail::stream_state& state() const;
   std::shared_ptr<detail::stream_state> state_;
 };
 
 // Synchronises its stream when destroyed. Errors of that synchronisation are logged, not thrown
-// (it runs in a destructor).
+// (it runs in a destructor). A scope that was moved from holds an empty stream and does nothing.
 class auto_synchronize_scope {
  public:
   explicit auto_synchronize_scope(stream s) : stream_(std::move(s)) {}
@@ -93,6 +100,7 @@ class auto_synchronize_scope {
 };
 
 inline auto_synchronize_scope stream::auto_synchronize() const {
+  (void)state();  // a moved-from stream has nothing to synchronise: refuse it here, not later
   return auto_synchronize_scope(*this);
 }
 

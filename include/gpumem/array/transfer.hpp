@@ -64,7 +64,9 @@ device_array<T> to_device(std::vector<T, A> const& host, shape_type const& shape
   return to_device(host_span<T const>(host), shape, order, s);
 }
 
-// Copies every element of `src` into `dst` (same shape and element type).
+// Copies every element of `src` into `dst` (same shape and element type). Overlapping views of
+// one array give NumPy's result: the source is read as it was before the copy (detail/transfer.hpp
+// stages it through a temporary).
 template <class Dst, class Src>
 void copy(Dst const& dst, Src const& src) {
   static_assert(std::is_same_v<typename Dst::value_type, typename Src::value_type>,

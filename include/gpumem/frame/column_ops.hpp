@@ -18,7 +18,9 @@
 //   mean   float64                                      null
 //
 // Nulls are skipped, and so are NaNs (pandas' skipna=True). Integer sums wrap on overflow, as
-// NumPy's do; floating sums accumulate in double. The order of the additions is fixed by the row
+// NumPy's do; floating sums accumulate in double. The mean accumulates every column in double
+// (NumPy's float64 accumulator), so an integer column's mean never wraps: {INT64_MAX, INT64_MAX}
+// gives 9.223372036854776e+18. The order of the additions is fixed by the row
 // count alone (a grid-stride pass, then passes over the partial results), so a float result is
 // the same on both backends and from run to run.
 //

@@ -9,6 +9,9 @@
 //   r.slice(1, 3);                       // range_index(12, 16, 2): 12 14
 //   r.to_column();                       // an int64 column 10 12 14 16 18 (device memory)
 //
+// Labels may reach INT64_MIN and INT64_MAX - 1: size(), value() and slice() never overflow (a
+// slice's stop is one step past its last label, or the int64 limit where that does not fit).
+//
 // Errors: step 0, and positions outside the index, are gpumem::logic_error naming the values.
 // A value type; thread safety as an int.
 #pragma once

@@ -9,6 +9,9 @@
 // for pinned and mapped arrays, the unified address for managed arrays (under CUDA's unified
 // addressing every one of them is a valid cudaMemcpy operand).
 //
+// Moving an array leaves the source empty, as a default-constructed array (data() null, shape
+// (0,), owning nothing): a moved-from handle can never reach memory it no longer keeps alive.
+//
 // Thread safety: an array is a handle; distinct handles sharing memory may be used and dropped
 // from different threads (shared_ptr rules). The elements are not synchronised.
 #pragma once
@@ -34,6 +37,8 @@ class array_base {
  public:
   using value_type = T;
   using owner_type = Owner;
+  // The concrete array type (device_array<T>, pinned_array<T>, ...), also from a base's member.
+  using array_type = Derived;
 
   array_layout const& layout() const noexcept { return layout_; }
   int ndim() const noexcept { return layout_.rank; }
@@ -94,12 +99,41 @@ class array_base {
   }
 
  protected:
-  array_base() { layout_ = array_layout::contiguous(shape_type{0}, sizeof(T)); }
+  array_base() noexcept : layout_(empty_layout()) {}
+  array_base(array_base const&) = default;
+  array_base& operator=(array_base const&) = default;
+  // The implicit moves would move the owner but copy data_ and layout_, leaving a handle that
+  // still addresses memory it no longer keeps alive; these leave the source empty instead.
+  array_base(array_base&& other) noexcept
+      : owner_(std::exchange(other.owner_, Owner{})),  // a moved-from Owner may keep its address
+        data_(std::exchange(other.data_, nullptr)),
+        layout_(std::exchange(other.layout_, empty_layout())) {}
+  array_base& operator=(array_base&& other) noexcept {
+    if (this != &other) {
+      owner_ = std::exchange(other.owner_, Owner{});
+      data_ = std::exchange(other.data_, nullptr);
+      layout_ = std::exchange(other.layout_, empty_layout());
+    }
+    return *this;
+  }
+  ~array_base() = default;
+
   array_base(Owner owner, T* data, array_layout const& layout)
       : owner_(std::move(owner)), data_(data), layout_(layout) {
     GPUMEM_EXPECTS(layout.itemsize == sizeof(T),
                    "array layout itemsize " + std::to_string(layout.itemsize) +
                        " differs from the element size " + std::to_string(sizeof(T)));
+  }
+
+  // The layout of a default-constructed array: shape (0,), contiguous. Built by hand (rather than
+  // with array_layout::contiguous, which allocates vectors) so that moves stay noexcept.
+  static array_layout empty_layout() noexcept {
+    array_layout l;
+    l.rank = 1;
+    l.itemsize = sizeof(T);
+    l.shape[0] = 0;
+    l.strides[0] = static_cast<std::ptrdiff_t>(sizeof(T));
+    return l;
   }
 
   static T* advance(T* p, std::ptrdiff_t byte_offset) noexcept {

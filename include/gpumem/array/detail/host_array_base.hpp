@@ -9,6 +9,8 @@
 #include <gpumem/array/detail/array_base.hpp>
 #include <gpumem/array/detail/transfer.hpp>
 
+#include <cstddef>
+#include <string>
 #include <vector>
 
 namespace gpumem::detail {
@@ -26,8 +28,9 @@ class host_array_base : public array_base<Derived, T, Owner> {
     GPUMEM_EXPECTS(static_cast<int>(sizeof...(I)) == this->layout_.rank,
                    std::to_string(sizeof...(I)) + " indices for an array of rank " +
                        std::to_string(this->layout_.rank));
-    GPUMEM_EXPECTS(host_view().contains(indices...),
-                   "index out of range for an array of " + this->layout_.describe());
+    if (!host_view().contains(indices...))
+      throw_out_of_range({std::to_string(indices)...},
+                         {static_cast<std::size_t>(indices)...});  // as contains() reads them
     return host_view()(indices...);
   }
   // The elements densely in the natural order.
@@ -39,6 +42,24 @@ class host_array_base : public array_base<Derived, T, Owner> {
 
  protected:
   using base::base;
+
+ private:
+  // "index (1, 5) out of range for dimension 1 (length 3) of an array of shape (2, 3), ...".
+  // `text` spells each index as the caller wrote it (a negative one shows as negative).
+  [[noreturn]] void throw_out_of_range(std::vector<std::string> const& text,
+                                       std::vector<std::size_t> const& index) const {
+    int dim = 0;
+    while (dim + 1 < this->layout_.rank && index[dim] < this->layout_.shape[dim])
+      ++dim;
+    std::string list = "(";
+    for (std::size_t d = 0; d < text.size(); ++d)
+      list += (d ? ", " : "") + text[d];
+    list += text.size() == 1 ? ",)" : ")";
+    throw_logic_error("index " + list + " out of range for dimension " + std::to_string(dim) +
+                          " (length " + std::to_string(this->layout_.shape[dim]) +
+                          ") of an array of " + this->layout_.describe(),
+                      __FILE__, __LINE__);
+  }
 };
 
 }  // namespace gpumem::detail

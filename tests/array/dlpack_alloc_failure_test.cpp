@@ -1,0 +1,114 @@
+// from_dlpack when an allocation fails part-way through the import: std::bad_alloc reaches the
+// caller and the tensor's deleter has not run, so the caller still owns the tensor as the header
+// promises. The import used to create the owner that runs the deleter before wrapping the array;
+// a failure while wrapping dropped it, ran the deleter, and then threw.
+//
+// This file replaces the global operator new of test_array: it fails the N-th allocation of the
+// calling thread when a test arms it, and is malloc otherwise.
+#include "array_test_support.hpp"
+
+#include <gpumem/array/dlpack_interop.hpp>
+#include <gpumem/array/transfer.hpp>
+#include <gpumem/manager/context.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+// Sanitizer runtimes bring their own operator new: there the heap is left alone and the test is
+// skipped.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GPUMEM_TEST_OWN_NEW 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define GPUMEM_TEST_OWN_NEW 0
+#endif
+#endif
+#ifndef GPUMEM_TEST_OWN_NEW
+#define GPUMEM_TEST_OWN_NEW 1
+#endif
+
+namespace {
+
+// Allocations of this thread still allowed before one fails; negative: never fail.
+thread_local long allocations_before_failure = -1;
+
+}  // namespace
+
+#if GPUMEM_TEST_OWN_NEW
+// GCC inlines the replacements below and then takes free() on memory from `new` for a mismatch.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+void* operator new(std::size_t bytes) {
+  if (allocations_before_failure == 0) {
+    allocations_before_failure = -1;  // one failure per arming
+    throw std::bad_alloc();
+  }
+  if (allocations_before_failure > 0) --allocations_before_failure;
+  if (void* p = std::malloc(bytes != 0 ? bytes : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t bytes) {
+  return ::operator new(bytes);
+}
+void* operator new(std::size_t bytes, std::nothrow_t const&) noexcept {
+  try {
+    return ::operator new(bytes);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t bytes, std::nothrow_t const&) noexcept {
+  return ::operator new(bytes, std::nothrow);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+#endif
+
+namespace gpumem {
+namespace {
+
+TEST(dlpack_alloc_failure, a_failed_import_never_runs_the_deleter) {
+  if (!GPUMEM_TEST_OWN_NEW) GTEST_SKIP() << "a sanitizer owns operator new";
+  auto d = to_device(std::vector<float>(16, 1.f));
+  (void)current_context();
+  // Fail the 1st, 2nd, ... allocation of the import until one import needs fewer.
+  bool imported = false;
+  for (long n = 0; n < 500 && !imported; ++n) {
+    dlpack::DLManagedTensor* t = to_dlpack(d);
+    ASSERT_EQ(d.use_count(), 2);
+    allocations_before_failure = n;
+    try {
+      device_array<float> a = from_dlpack<float>(t);
+      allocations_before_failure = -1;
+      imported = true;
+      EXPECT_EQ(a.copy_to_host(), std::vector<float>(16, 1.f));
+    } catch (std::bad_alloc const&) {
+      allocations_before_failure = -1;
+      // The export's share of d is dropped by its deleter only.
+      EXPECT_EQ(d.use_count(), 2) << "allocation " << n + 1
+                                  << " failed: bad_alloc thrown after the deleter ran";
+      if (d.use_count() == 2) t->deleter(t);  // still ours: release it
+    }
+  }
+  EXPECT_TRUE(imported);
+  EXPECT_EQ(d.use_count(), 1);  // the successful import's deleter ran with its array
+}
+
+}  // namespace
+}  // namespace gpumem
