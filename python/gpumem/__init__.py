@@ -12,7 +12,9 @@ Bridges (each imports its framework only when imported itself): ``gpumem.numba``
 ``gpumem.torch`` (``gpumem.torch.use()``). ``python -m gpumem.plot LOG.csv -o timeline.png`` draws
 an allocation log. This module imports no framework. docs/python.md has the details.
 
-Thread safety: every function may be called from any thread. Devices: ``device=None`` means the
+Thread safety: every function may be called from any thread. Replacing a device's manager or
+closing its context (``set_memory_manager``, ``close``) must not overlap allocations on that device
+made without the GIL (PyTorch's, through ``gpumem.torch``). Devices: ``device=None`` means the
 calling thread's current device (gpumem's, which follows cudaSetDevice).
 """
 

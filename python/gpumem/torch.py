@@ -46,9 +46,9 @@ def use(pool_options: Optional[dict] = None) -> None:
 
     ``pool_options`` (a dict of gpumem.set_memory_manager's pool keywords, e.g.
     ``{"expandable": True}``): every device gets gpumem's pool with them first. None keeps the
-    manager already chosen (gpumem.set_memory_manager or GPUMEM_MEMORY_MANAGER)."""
-    if pool_options is not None:
-        set_memory_manager("pool", None, **pool_options)
+    manager already chosen (gpumem.set_memory_manager or GPUMEM_MEMORY_MANAGER). The manager is
+    changed only once PyTorch took the allocator: a refused call changes nothing (CuPy and Numba
+    in the same process keep their memory)."""
     try:
         _torch.cuda.memory.change_current_allocator(allocator())
     except RuntimeError as error:
@@ -57,6 +57,8 @@ def use(pool_options: Optional[dict] = None) -> None:
             "replaced; call gpumem.torch.use() before the first CUDA tensor (and before importing "
             "libraries that allocate on import), or take segments from gpumem for a scope with "
             "torch.cuda.MemPool(gpumem.torch.allocator().allocator())") from error
+    if pool_options is not None:
+        set_memory_manager("pool", None, **pool_options)
 
 
 def memory_stats(device: Optional[int] = None) -> dict:

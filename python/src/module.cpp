@@ -5,7 +5,9 @@
 // are C++ too, in their own files (numba_pointer.cpp, cupy_allocator.cpp, torch_allocator.cpp),
 // and so is the log replay (log_replay.cpp); the Python modules around it (gpumem/*.py) hold the
 // rest of the bridges. Allocation paths keep the GIL (they never block on the device, and
-// releasing it costs more than they do).
+// releasing it costs more than they do); the calls that may wait for the device (flush, reset,
+// close, close_for_device_reset, set_memory_manager, reset_memory_managers) release it, so that
+// other Python threads, and host callbacks that need the GIL, go on meanwhile.
 #include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/detail/scoped_device.hpp>
@@ -219,8 +221,8 @@ NB_MODULE(_gpumem, m) {
       "name"_a, "device"_a = nb::none(), "log"_a = "", "initial_size"_a = 0,
       "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
       "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true);
-  m.def("reset_memory_managers", &reset_managers);
+      "trim_before_growth"_a = true, nb::call_guard<nb::gil_scoped_release>());
+  m.def("reset_memory_managers", &reset_managers, nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "manager_name", [](std::optional<int> device) { return manager_of(device).name(); },
       "device"_a = nb::none());
@@ -306,10 +308,10 @@ NB_MODULE(_gpumem, m) {
       [](std::optional<int> device) {
         return manager_of(device).owning_context().pending_deallocations().flush();
       },
-      "device"_a = nb::none());
+      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "reset", [](std::optional<int> device) { manager_of(device).reset(); },
-      "device"_a = nb::none());
+      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "close",
       [](std::optional<int> device) {
@@ -318,7 +320,7 @@ NB_MODULE(_gpumem, m) {
         else
           gpumem::close();
       },
-      "device"_a = nb::none());
+      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "_time_torch_pair",
       [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
@@ -351,6 +353,7 @@ NB_MODULE(_gpumem, m) {
       },
       "iters"_a, "device"_a);
   m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
+        nb::call_guard<nb::gil_scoped_release>(),
         "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
         "still live is left to the reset; its later frees make no device call.");
 }

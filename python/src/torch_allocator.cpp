@@ -14,7 +14,7 @@
 //     mutex), and a block not in the map is one of the old generation's (the base). Recording is
 //     the rare path and stays on for the device.
 // Managers without an unowned path (default, plugins) go through a sharded table of
-// memory_pointers, as before (frees look there first whenever the fast path does not apply).
+// memory_pointers, as before (while it holds any block, every free looks there first).
 #include <gpumem/python/torch_allocator.h>
 
 #include <gpumem/core/error.hpp>
@@ -41,6 +41,13 @@ struct shard {
   std::unordered_map<void*, memory_pointer> live;
 };
 
+// Blocks in the table, all devices: while there are any, a free first looks there (a block of a
+// table manager, such as "default", may be freed after the device switched to a pool).
+std::atomic<std::size_t>& table_count() {
+  static std::atomic<std::size_t> count{0};
+  return count;
+}
+
 std::array<shard, 16>& shards() {
   // Never destroyed: PyTorch may free tensors from its own static destructors after ours ran.
   static auto* const table = new std::array<shard, 16>();
@@ -60,6 +67,7 @@ void* table_allocate(memory_manager& manager, std::size_t size, void* stream) {
   shard& s = shard_of(ptr);
   std::lock_guard<std::mutex> lock(s.mutex);
   s.live.emplace(ptr, std::move(memory));
+  table_count().fetch_add(1, std::memory_order_release);
   return ptr;
 }
 
@@ -73,6 +81,7 @@ bool table_free(void* ptr) {
     if (it == s.live.end()) return false;
     doomed = std::move(it->second);
     s.live.erase(it);
+    table_count().fetch_sub(1, std::memory_order_relaxed);
   }
   return true;  // `doomed` frees here
 }
@@ -176,10 +185,20 @@ extern "C" void* gpumem_torch_alloc(std::size_t size, int device, void* stream) 
   generation* g = slot.current.load(std::memory_order_acquire);
   if (g == nullptr || g->blocks.get() != blocks) g = switch_to(slot, blocks);
   if (blocks == nullptr) return table_allocate(manager, size, stream);
-  void* const ptr = manager.allocate_unowned(size, reinterpret_cast<stream_handle>(stream));
-  if (ptr == nullptr)  // PyTorch does not check: never hand it a null pointer for size > 0
-    throw out_of_memory(size, "gpumem_torch_alloc", 0, 0, "the memory manager returned null");
+  // Counted before the call: a generation with a block on the way is never taken for one that owns
+  // nothing (switch_to lets those go).
   g->live.fetch_add(1, std::memory_order_relaxed);
+  void* ptr = nullptr;
+  try {
+    ptr = manager.allocate_unowned(size, reinterpret_cast<stream_handle>(stream));
+  } catch (...) {
+    g->live.fetch_sub(1, std::memory_order_relaxed);
+    throw;
+  }
+  if (ptr == nullptr) {  // PyTorch does not check: never hand it a null pointer for size > 0
+    g->live.fetch_sub(1, std::memory_order_relaxed);
+    throw out_of_memory(size, "gpumem_torch_alloc", 0, 0, "the memory manager returned null");
+  }
   if (slot.recording.load(std::memory_order_acquire)) {
     try {
       std::lock_guard<std::mutex> lock(slot.mutex);
@@ -198,7 +217,8 @@ extern "C" void gpumem_torch_free(void* ptr, std::size_t size, int device, void*
   if (device >= 0 && device < slot_devices) {
     device_slot& slot = slots()[device];
     generation* const g = slot.current.load(std::memory_order_acquire);
-    if (g != nullptr && g->blocks != nullptr && !slot.recording.load(std::memory_order_acquire)) {
+    if (g != nullptr && g->blocks != nullptr && !slot.recording.load(std::memory_order_acquire) &&
+        table_count().load(std::memory_order_acquire) == 0) {
       release(*g, ptr, size, stream);  // the block's own stream, which PyTorch passes again
       return;
     }

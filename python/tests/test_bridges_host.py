@@ -3,6 +3,7 @@ PyTorch's two C functions (called through ctypes, as CUDAPluggableAllocator does
 pointer made by the extension, gpumem.cupy's allocator with stand-ins for CuPy's types."""
 
 import ctypes
+import subprocess
 import sys
 
 import pytest
@@ -67,6 +68,32 @@ def test_torch_blocks_of_a_replaced_manager_go_back_to_it(torch_abi):
     torch_abi.gpumem_torch_free(old[2], 8192, 0, None)
     assert gpumem.statistics(0).bytes_in_use == 0
     assert torch_abi.gpumem_torch_live_allocations() == base
+
+
+def test_torch_a_table_block_freed_after_a_switch_to_the_pool_goes_to_the_table():
+    # A fresh process: the device must not be recording already (another test's switch would
+    # have turned it on). "default" has no unowned path, so its blocks are in the table; after the
+    # switch to a pool their frees must still find them there, not go to the pool.
+    code = """
+import ctypes, gpumem
+from gpumem import _gpumem
+lib = ctypes.CDLL(_gpumem.__file__)
+lib.gpumem_torch_alloc.restype = ctypes.c_void_p
+lib.gpumem_torch_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.gpumem_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+lib.gpumem_torch_live_allocations.restype = ctypes.c_size_t
+gpumem.set_memory_manager("default", 0)
+table = lib.gpumem_torch_alloc(4096, 0, None)
+gpumem.set_memory_manager("pool", 0)
+pooled = lib.gpumem_torch_alloc(4096, 0, None)
+lib.gpumem_torch_free(table, 4096, 0, None)
+lib.gpumem_torch_free(pooled, 4096, 0, None)
+print(lib.gpumem_torch_live_allocations(), gpumem.statistics(0).bytes_in_use)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "0"], out.stdout + out.stderr
+    assert "not a live block" not in out.stderr, out.stderr
 
 
 def test_torch_functions_on_the_default_manager_use_the_table(torch_abi):

@@ -81,6 +81,22 @@ except MemoryError as e:
     assert out.split() == ["True", "True"]
 
 
+def test_out_of_memory_survives_a_pickle_round_trip():
+    # Dask sends a worker's exceptions to the client pickled: the type and fields must survive.
+    out = run("""
+import pickle
+from numba import cuda
+from numba.cuda.cudadrv.driver import CudaAPIError
+try:
+    cuda.device_array(1 << 50, dtype='u1')
+except MemoryError as e:
+    back = pickle.loads(pickle.dumps(e))
+    print(type(back) is type(e), isinstance(back, CudaAPIError), back.requested_bytes == 1 << 50,
+          str(back) == str(e))
+""")
+    assert out.split() == ["True", "True", "True", "True"]
+
+
 def test_memory_info_is_not_implemented_or_ordered():
     out = run("""
 from numba import cuda

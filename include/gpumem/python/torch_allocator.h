@@ -28,7 +28,9 @@
  * extension keeps, per device, the state of each manager that still has live blocks (so a block
  * goes back to its manager after gpumem.set_memory_manager replaced it). Other managers' memory
  * is kept in a table of owners until it is freed. Thread safety: all three may be called from any
- * thread (PyTorch frees from autograd and DataLoader threads).
+ * thread (PyTorch frees from autograd and DataLoader threads), but not while the device's manager
+ * is being replaced or its context closed (gpumem.set_memory_manager, gpumem.close, Numba's
+ * cuda.close()): PyTorch calls them without the GIL, so nothing orders those calls with them.
  */
 #ifndef GPUMEM_PYTHON_TORCH_ALLOCATOR_H
 #define GPUMEM_PYTHON_TORCH_ALLOCATOR_H
