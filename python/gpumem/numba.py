@@ -52,28 +52,23 @@ class OutOfMemoryError(_driver.CudaAPIError, MemoryError):
     ``requested_bytes`` as gpumem.OutOfMemoryError."""
 
     def __init__(self, error: _GpumemOutOfMemory) -> None:
-        self._set(str(error), error.requested_bytes, error.allocator, error.current_bytes,
-                  error.peak_bytes)
-
-    def _set(self, message, requested_bytes, allocator, current_bytes, peak_bytes) -> None:
-        super().__init__(_binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY, message)
-        self.requested_bytes = requested_bytes
-        self.allocator = allocator
-        self.current_bytes = current_bytes
-        self.peak_bytes = peak_bytes
+        super().__init__(_binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY, str(error))
+        self.requested_bytes = error.requested_bytes
+        self.allocator = error.allocator
+        self.current_bytes = error.current_bytes
+        self.peak_bytes = error.peak_bytes
 
     def __reduce__(self):
         # Pickled as its fields (Dask sends a worker's exceptions to the client): the default
         # would call __init__ with CudaAPIError's (code, message) arguments.
-        return (_rebuild_out_of_memory, (self.args[1] if len(self.args) > 1 else str(self),
-                                         self.requested_bytes, self.allocator, self.current_bytes,
-                                         self.peak_bytes))
+        message = getattr(self, "msg", None) or str(self)
+        return (_rebuild_out_of_memory, (message, self.requested_bytes, self.allocator,
+                                         self.current_bytes, self.peak_bytes))
 
 
 def _rebuild_out_of_memory(message, requested_bytes, allocator, current_bytes, peak_bytes):
-    error = OutOfMemoryError.__new__(OutOfMemoryError)
-    error._set(message, requested_bytes, allocator, current_bytes, peak_bytes)
-    return error
+    return OutOfMemoryError(_GpumemOutOfMemory(message, requested_bytes, allocator, current_bytes,
+                                               peak_bytes))
 
 
 class _GpumemPointer(_cuda.MemoryPointer):
