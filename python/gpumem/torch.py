@@ -19,6 +19,7 @@ This module imports torch when imported itself; ``import gpumem`` does not.
 
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 import torch as _torch
@@ -48,7 +49,15 @@ def use(pool_options: Optional[dict] = None) -> None:
     ``{"expandable": True}``): every device gets gpumem's pool with them first. None keeps the
     manager already chosen (gpumem.set_memory_manager or GPUMEM_MEMORY_MANAGER). The manager is
     changed only once PyTorch took the allocator: a refused call changes nothing (CuPy and Numba
-    in the same process keep their memory)."""
+    in the same process keep their memory). An unknown option is a TypeError before anything
+    changes; a value the pool refuses is an InvalidArgumentError after PyTorch took the allocator
+    (the manager stays as it was: call gpumem.set_memory_manager with corrected options)."""
+    if pool_options is not None:
+        allowed = set(inspect.signature(set_memory_manager).parameters) - {"name", "device"}
+        unknown = sorted(set(pool_options) - allowed)
+        if unknown:
+            raise TypeError(f"gpumem.torch.use(): unknown pool option(s) {unknown}; the options "
+                            f"are {sorted(allowed)}")
     try:
         _torch.cuda.memory.change_current_allocator(allocator())
     except RuntimeError as error:

@@ -189,6 +189,7 @@ column column::copy() const {
     mask = null_mask_.slice(0, 0);
   }
   if (type_.id() == type_id::string) {
+    if (children_.empty()) return *this;  // moved from: nothing to copy
     column const& offsets = child(0);
     if (size_ == 0) {
       // No rows: no buffers, as make_strings_column's empty column (its offsets may be empty,

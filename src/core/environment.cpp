@@ -16,8 +16,10 @@ namespace gpumem {
 
 namespace {
 
+// The statics below are never destroyed: log() reads the environment, and memory freed at exit
+// (a user's global memory pointer, destroyed after these) may log.
 std::vector<environment_variable> const& table() {
-  static std::vector<environment_variable> const rows = {
+  static auto const* const rows = new std::vector<environment_variable>{
       {"GPUMEM_DEVICE", "(auto)", "name", "cuda, host",
        "Backend of the primitive layer; default cuda when a CUDA device is present, else host."},
       {"GPUMEM_MEMORY_MANAGER", "default", "name",
@@ -50,7 +52,7 @@ std::vector<environment_variable> const& table() {
       {"GPUMEM_SPILL_STATS", "0", "count", "0, 1, 2",
        "Spill statistics: 0 none, 1 bytes and time spilled, 2 also every exposure."},
   };
-  return rows;
+  return *rows;
 }
 
 [[noreturn]] void invalid(char const* name, std::string const& value) {
@@ -150,12 +152,12 @@ environment parse() {
 }
 
 std::mutex& env_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* const m = new std::mutex();
+  return *m;
 }
 std::optional<environment>& cached() {
-  static std::optional<environment> env;
-  return env;
+  static auto* const env = new std::optional<environment>();
+  return *env;
 }
 
 }  // namespace

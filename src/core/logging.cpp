@@ -9,13 +9,15 @@
 namespace gpumem {
 
 namespace {
+// Never destroyed (nor is anything below): memory freed at exit, after every function-local
+// static of gpumem, may still log.
 std::mutex& sink_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* const m = new std::mutex();
+  return *m;
 }
 log_sink& current_sink() {
-  static log_sink sink;
-  return sink;
+  static auto* const sink = new log_sink();
+  return *sink;
 }
 // The default sink's level, from GPUMEM_LOG_LEVEL as the environment snapshot has it now: read at
 // every message the default sink gets, so that reload_environment() changes it (the snapshot is
@@ -23,7 +25,7 @@ log_sink& current_sink() {
 // GPUMEM_LOG_LEVEL) must not silence the log, errors included: the level falls back to warn, and
 // the environment's error is printed once (again only when it changes). Called under sink_mutex().
 log_level threshold() {
-  static std::string reported;  // the environment error printed last
+  static auto& reported = *new std::string();  // the environment error printed last
   try {
     std::string const name = environment_snapshot().log_level;
     reported.clear();

@@ -188,8 +188,13 @@ void close_one(int device, context_end why) {
 }  // namespace
 
 void detail::end_context(std::unique_ptr<context> doomed, context_end why) noexcept {
-  if (doomed) doomed->ending_ = why;
-  doomed.reset();
+  if (!doomed) return;
+  doomed->ending_ = why;
+  std::shared_ptr<std::atomic<bool>> const reset = doomed->device_reset_;
+  doomed.reset();  // the queues flush first, with the device still usable (~context)
+  // Set after: what is released from here on belongs to live pointers, whose memory the reset
+  // takes (host_only_memory_manager::unless_device_reset, IPC mappings).
+  if (why == context_end::device_reset) reset->store(true);
 }
 
 void close(int device) {

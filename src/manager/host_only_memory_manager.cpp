@@ -15,16 +15,12 @@
 namespace gpumem {
 
 host_only_memory_manager::host_only_memory_manager(context& owner)
-    : memory_manager(owner), device_reset_(std::make_shared<std::atomic<bool>>(false)) {
+    : memory_manager(owner), device_reset_(owner.shared_device_reset_flag()) {
   if (debug_memory_enabled())
     device_debug_ = make_shared_tracking_adaptor(std::make_shared<cuda_resource>());
 }
 
-host_only_memory_manager::~host_only_memory_manager() {
-  // The context's queue was flushed before its manager goes (~context): what is released from
-  // here on belongs to live pointers, whose memory the reset takes.
-  if (owning_context().ending() == context_end::device_reset) device_reset_->store(true);
-}
+host_only_memory_manager::~host_only_memory_manager() = default;
 
 std::function<void()> host_only_memory_manager::unless_device_reset(
     std::function<void()> release) const {

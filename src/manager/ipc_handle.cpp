@@ -157,10 +157,14 @@ memory_pointer ipc_handle::open(context& ctx) {
                       " bytes)");
   }
   // The mapping covers the allocation from its base; the caller gets the exported range of it.
-  memory_pointer whole(ctx, base, mapped_bytes, [base, device] {
-    detail::scoped_device d(device);
-    backend().ipc_close(base);
-  });
+  // After a device reset the mapping went with the context: no close by address (the next
+  // context may have mapped something else there).
+  memory_pointer whole(ctx, base, mapped_bytes,
+                       [base, device, reset = ctx.shared_device_reset_flag()] {
+                         if (reset->load()) return;
+                         detail::scoped_device d(device);
+                         backend().ipc_close(base);
+                       });
   opened_ = whole.view(offset_, size_);
   return opened_;
 }

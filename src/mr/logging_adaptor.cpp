@@ -108,8 +108,9 @@ void logging_adaptor::write(char const* action, void const* ptr, std::size_t byt
     line += ',';
     line += detail::stream_text(stream);
     line += '\n';
-  } catch (std::exception const& e) {
-    log(log_level::error, std::string("logging_adaptor: cannot make a log line: ") + e.what());
+  } catch (...) {
+    // Out of host memory: a literal, since building any other message could throw again here.
+    log(log_level::error, "logging_adaptor: cannot make a log line (out of host memory)");
     return;
   }
   put(line);

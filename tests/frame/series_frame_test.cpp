@@ -6,6 +6,7 @@
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/column.hpp>
 #include <gpumem/column/strings_column.hpp>
+#include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/frame/data_frame.hpp>
 #include <gpumem/frame/series.hpp>
 
@@ -111,6 +112,24 @@ TEST(series, writes_leave_shallow_copies_intact) {
   expect_logic_error([&] { parent.set_rows<std::int32_t>(0, 1, 1); },
                      "the column holds int64 values, not int32");
   expect_logic_error([&] { parent.set_rows<std::int64_t>(2, 4, 1); }, "rows [2, 4) are outside");
+}
+
+TEST(series, writes_leave_the_holders_of_an_exposed_buffer_intact) {
+  // An exposed copy-on-write buffer is shared by its copies and by whoever holds its pointer: a
+  // write through one series must still leave the others, and the pointer's bytes, as they were.
+  auto s1 = series::from_host<std::int64_t>({1, 2, 3, 4});
+  void const* exported = s1.values().data().get_ptr(gpumem::access::read);  // outside a lock
+  gpumem::buffer const exporters_keep_alive = s1.values().data();           // as DLPack's would
+  ASSERT_TRUE(s1.values().data().is_exposed());
+  series s2 = s1.copy(false);
+  s2.set_rows<std::int64_t>(0, 2, 10);
+  EXPECT_EQ(s2.to_host<std::int64_t>(), (opt_vec<std::int64_t>{10, 10, 3, 4}));
+  EXPECT_EQ(s1.to_host<std::int64_t>(), (opt_vec<std::int64_t>{1, 2, 3, 4}));
+  s1.set_rows<std::int64_t>(3, 4, 9);
+  EXPECT_EQ(s1.to_host<std::int64_t>(), (opt_vec<std::int64_t>{1, 2, 3, 9}));
+  std::vector<std::int64_t> seen(4);
+  gpumem::backend().copy(seen.data(), exported, sizeof(std::int64_t) * seen.size());
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2, 3, 4})) << "the exported bytes were written";
 }
 
 TEST(series, reductions_and_cumsum) {

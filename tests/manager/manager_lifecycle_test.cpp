@@ -1,6 +1,7 @@
 // The built-in managers over a context's life: made on the context's device, their memory's late
 // frees after a device reset, memory handed back by the async manager, and memory pointers that
 // outlive everything (a user's global, destroyed at exit).
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/host_only_memory_manager.hpp>
@@ -102,17 +103,44 @@ TEST(manager_device, a_manager_is_made_and_initialised_with_its_contexts_device_
 
 // --- the async manager gives its pool's memory back ----------------------------------------------
 
+// Counts what the async manager asks of the driver's pool (the host backend keeps no such pool, so
+// the count is what shows the give-back).
+class counting_async_pool final : public test::forwarding_backend {
+ public:
+  using forwarding_backend::forwarding_backend;
+  std::size_t set_async_release_threshold(std::size_t bytes) override {
+    threshold = bytes;
+    return forwarding_backend::set_async_release_threshold(bytes);
+  }
+  void trim_async_pool(std::size_t keep_bytes) override {
+    ++trims;
+    forwarding_backend::trim_async_pool(keep_bytes);
+  }
+  std::size_t threshold = 0;
+  int trims = 0;
+};
+
 TEST(async_manager, reset_and_out_of_memory_give_the_driver_pools_memory_back) {
-  test::scoped_backend small(256 * MiB);
+  (void)backend();
+  auto inner = make_host_backend(host_backend_options{256 * MiB});
+  auto counting = std::make_unique<counting_async_pool>(*inner);
+  counting_async_pool& pool = *counting;
+  test::scoped_backend swap(std::move(counting));
   set_memory_manager(load_memory_manager("async"));
+  EXPECT_EQ(pool.threshold, 0u) << "set_memory_manager's probe touched the device";
   memory_manager& m = get_context(0).memory_manager();
+  EXPECT_EQ(pool.threshold, ~std::size_t{0}) << "initialize() keeps freed memory in the pool";
   { memory_pointer big = m.memalloc(192 * MiB); }
   m.reset();
+  EXPECT_EQ(pool.trims, 1);
   // Managed memory is the device's: it fits only if the pool gave the freed block back.
   EXPECT_NO_THROW({ managed_memory managed = m.memallocmanaged(192 * MiB, true); });
   { memory_pointer big = m.memalloc(192 * MiB); }
   // Without reset(): the failed allocation flushes the queue, the pool gives back, the retry fits.
   EXPECT_NO_THROW({ managed_memory managed = m.memallocmanaged(192 * MiB, true); });
+  int const before = pool.trims;
+  EXPECT_THROW((void)m.memalloc(512 * MiB), out_of_memory);
+  EXPECT_EQ(pool.trims, before + 1) << "the out-of-memory retry gave the pool back first";
   set_memory_manager({});
 }
 

@@ -32,6 +32,8 @@
 #include <gpumem/manager/memory_manager.hpp>
 #include <gpumem/manager/pending_deallocations.hpp>
 
+#include <atomic>
+
 #include <memory>
 #include <string>
 
@@ -81,6 +83,11 @@ class context {
   // How this context is ending: read by the manager's destructor (retire until a close says
   // otherwise).
   context_end ending() const noexcept { return ending_; }
+  // Set once this context has ended for a device reset (close_for_device_reset), shared with the
+  // releases of its memory, which may run later: after the reset they make no device call.
+  std::shared_ptr<std::atomic<bool> const> shared_device_reset_flag() const noexcept {
+    return device_reset_;
+  }
 
  private:
   struct probe_tag {};
@@ -94,6 +101,7 @@ class context {
   std::shared_ptr<gpumem::pending_deallocations> resource_releases_;
   std::unique_ptr<gpumem::memory_manager> manager_;
   context_end ending_ = context_end::retire;
+  std::shared_ptr<std::atomic<bool>> device_reset_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // The context of the calling thread's current device; created on first use.

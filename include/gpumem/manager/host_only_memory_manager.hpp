@@ -87,9 +87,9 @@ class host_only_memory_manager : public memory_manager {
 
  private:
   std::shared_ptr<tracking_adaptor> device_debug_;  // null unless GPUMEM_DEBUG_MEMORY
-  // Set by the destructor when the context ends with context_end::device_reset; shared with every
+  // The context's: set once it has ended with context_end::device_reset; shared with every
   // release made by unless_device_reset, which may outlive the manager.
-  std::shared_ptr<std::atomic<bool>> device_reset_;
+  std::shared_ptr<std::atomic<bool> const> device_reset_;
 };
 
 // The debug adaptor of `manager` (host_only_memory_manager::debug_tracker()), or null: debugging

@@ -54,8 +54,9 @@ struct heap_usage {
 };
 
 // Device-side allocation (GPUMEM_HD: kernels, and the same code on the host backend). A block of
-// at least `bytes` from the heap `h` names (heap_kind::gpumem: naturally aligned up to 64 KiB,
-// slab-aligned above), or null when the heap cannot serve the request, which is recorded for
+// at least `bytes` from the heap `h` names (heap_kind::gpumem: aligned to its size class up to
+// 256 bytes, as the slabs start 256-byte aligned; at a multiple of its class inside its slab), or
+// null when the heap cannot serve the request, which is recorded for
 // device_heap::check() (out_of_memory) — never a trap. Lock-free; any thread of any kernel.
 GPUMEM_HD inline void* allocate(heap_ref h, std::size_t bytes) {
   return detail::heap_allocate(h, bytes);
