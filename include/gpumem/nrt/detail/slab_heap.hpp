@@ -58,9 +58,7 @@ enum class heap_kind : std::uint32_t { gpumem = 0, cuda_malloc = 1 };
 
 namespace detail {
 
-// 16 B .. 64 KiB. A block above the largest class takes whole slabs (128 KiB by default): classes
-// up to 64 KiB keep every block within twice its request (a string UDF's results of 16-64 KiB
-// took 128 KiB each when the classes stopped at 16 KiB, and ran a heap sized for them out).
+// 16 B .. 64 KiB; above, whole slabs: every block stays within twice its request (docs/nrt.md).
 inline constexpr unsigned slab_class_count = 13;
 inline constexpr std::size_t max_small_block = std::size_t{16} << (slab_class_count - 1);
 inline constexpr std::uint32_t no_slab = 0xFFFFFFFFu;
