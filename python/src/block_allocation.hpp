@@ -16,6 +16,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "module.hpp"
 
@@ -32,6 +33,10 @@ struct block_memory {
   stream_handle stream = nullptr;
   int device = 0;
   bool deferred = false;  // memalloc's: through the deferred queue; else on `stream`
+  // `stream` is the per-thread default stream: it names the allocating thread's own stream, so a
+  // free from another thread goes through the deferred queue (a device synchronisation) instead.
+  bool per_thread = false;
+  std::thread::id owner_thread;
 
   block_memory() = default;
   block_memory(block_memory const&) = delete;

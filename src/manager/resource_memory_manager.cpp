@@ -10,6 +10,7 @@
 #include "usage_counters.hpp"
 
 #include <optional>
+#include <thread>
 
 namespace gpumem {
 
@@ -109,9 +110,17 @@ void* counted_allocate(context& ctx, detail::block_state const& blocks,
 // once on its stream (allocate) or through the context's queue (memalloc).
 class block_owner final : public detail::allocation_owner {
  public:
+  // `per_thread`: `stream` is the per-thread default stream, which names the calling thread's own
+  // stream: the allocating thread's here, another thread's at a free from another thread.
   block_owner(std::shared_ptr<detail::block_state> state, void* ptr, std::size_t bytes,
-              stream_handle stream, bool deferred) noexcept
-      : state_(std::move(state)), ptr_(ptr), bytes_(bytes), stream_(stream), deferred_(deferred) {}
+              stream_handle stream, bool deferred, bool per_thread) noexcept
+      : state_(std::move(state)),
+        ptr_(ptr),
+        bytes_(bytes),
+        stream_(stream),
+        deferred_(deferred),
+        per_thread_(per_thread),
+        owner_thread_(std::this_thread::get_id()) {}
   block_owner(block_owner const&) = delete;
   block_owner& operator=(block_owner const&) = delete;
 
@@ -133,8 +142,11 @@ class block_owner final : public detail::allocation_owner {
 
   ~block_owner() override {
     if (freed_) return;
-    if (deferred_)
-      detail::block_state::defer(state_, *state_, ptr_, bytes_);  // memalloc's (null stream)
+    // memalloc's (null stream); or a block of one thread's per-thread default stream freed by
+    // another thread, whose free on that handle would be ordered on its own stream, not on the
+    // stream the block was used on: it waits for the device, as memalloc's do.
+    if (deferred_ || (per_thread_ && std::this_thread::get_id() != owner_thread_))
+      detail::block_state::defer(state_, *state_, ptr_, bytes_);
     else
       state_->deallocate(ptr_, bytes_, stream_);
   }
@@ -145,6 +157,8 @@ class block_owner final : public detail::allocation_owner {
   std::size_t bytes_;
   stream_handle stream_;
   bool deferred_;
+  bool per_thread_;
+  std::thread::id owner_thread_;
   bool freed_ = false;  // by free_idle
 };
 
@@ -153,7 +167,8 @@ memory_pointer adopt_block(context& ctx, std::shared_ptr<detail::block_state> co
                            void* ptr, std::size_t bytes, stream_handle stream, bool deferred) {
   std::shared_ptr<detail::allocation_owner> owner;
   try {
-    owner = std::make_shared<block_owner>(state, ptr, bytes, stream, deferred);
+    bool const per_thread = !deferred && stream == backend().per_thread_default_stream();
+    owner = std::make_shared<block_owner>(state, ptr, bytes, stream, deferred, per_thread);
   } catch (...) {
     state->deallocate(ptr, bytes, stream);
     throw;

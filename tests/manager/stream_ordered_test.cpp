@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "counted_device.hpp"
 #include "scoped_backend.hpp"
 
@@ -88,6 +90,24 @@ TEST(stream_ordered, pool_manager_counts_allocations_on_a_stream_and_frees_on_dr
   m.release_stream(s);  // the pool gives back what it kept for s
   backend().destroy_stream(s);
   EXPECT_EQ(m.allocate(0, nullptr).device_pointer(), nullptr);
+}
+
+TEST(stream_ordered, a_per_thread_stream_block_freed_by_another_thread_waits_for_the_device) {
+  // The per-thread default stream names the calling thread's own stream: freed from another
+  // thread, the block cannot be ordered on the stream it was used on, so it takes the deferred
+  // queue (released after a device synchronisation), as memalloc's blocks do.
+  test::scoped_backend device(64 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const own = backend().per_thread_default_stream();
+  pending_deallocations& queue = ctx.pending_deallocations();
+  { memory_pointer here = m.allocate(KiB, own); }
+  EXPECT_EQ(queue.size(), 0u) << "freed on its own thread: on its stream, at once";
+  memory_pointer there = m.allocate(KiB, own);
+  std::thread([&] { there = memory_pointer(); }).join();
+  EXPECT_EQ(queue.size(), 1u) << "freed by another thread: through the queue";
+  queue.flush();
+  EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
 }
 
 TEST(stream_ordered, default_manager_serves_allocate_through_memalloc_with_deferred_frees) {

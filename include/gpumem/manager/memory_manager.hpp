@@ -35,7 +35,9 @@
 //   * allocate(bytes, stream): memory for work on `stream`, freed ON `stream` when the returned
 //     pointer's last owner goes (the caller promises that no other stream uses it by then without
 //     ordering itself after `stream`). Default: memalloc(bytes), whose synchronous semantics
-//     satisfy the stream-ordered contract. resource_memory_manager allocates on the stream.
+//     satisfy the stream-ordered contract. resource_memory_manager allocates on the stream; a
+//     block of the per-thread default stream that another thread frees (the handle names that
+//     thread's own stream there) goes through the deferred queue instead.
 //   * release_stream(stream): the caller is about to destroy `stream`; a manager that keeps memory
 //     per stream (the pool) gives it back first. Default: nothing to do.
 //   * get_memory_statistics(): one memory_statistics snapshot. Default: the context's queue only.
