@@ -129,9 +129,15 @@ buffer::buffer(std::size_t bytes, buffer_options const& options)
 
 buffer::buffer(buffer const& other)
     : storage_(other.storage_), offset_(other.offset_), size_(other.size_), memory_(other.memory_) {
-  // A new slice of a copy-on-write owner, exposed or not (an exposed owner is shared as a plain
-  // buffer's storage is: see get_ptr).
-  if (storage_ != nullptr && storage_->copy_on_write()) storage_->add_slice();
+  if (storage_ == nullptr || !storage_->copy_on_write()) return;
+  if (storage_->where() == detail::residence::exposed) {
+    // A shallow copy of an exposed buffer is a true copy (cuDF's copy-on-write rule): a third
+    // party may write through the exposed address, and a copy must not see those writes.
+    storage_.reset();
+    *this = other.copy_on(nullptr);
+    return;
+  }
+  storage_->add_slice();
 }
 
 buffer::buffer(buffer&& other) noexcept

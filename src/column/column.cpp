@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace gpumem {
 
@@ -131,7 +132,15 @@ column column::slice(std::size_t begin, std::size_t end) const {
   std::size_t nulls = unknown_null_count;
   if (known == 0) nulls = 0;
   if (known == size_ && size_ != 0) nulls = end - begin;
-  return column(type_, end - begin, offset_ + begin, data_, null_mask_, children_, nulls);
+  // Views: buffer slices share the bytes even of an exposed copy-on-write buffer, of which a handle
+  // copy is a true copy (docs/buffers.md); the children (a strings column's offsets) likewise.
+  auto const view_of = [](buffer const& b) { return b.size() == 0 ? b : b.slice(0, b.size()); };
+  std::vector<column> children;
+  children.reserve(children_.size());
+  for (column const& child : children_)
+    children.push_back(child.slice(0, child.size()));
+  return column(type_, end - begin, offset_ + begin, view_of(data_), view_of(null_mask_),
+                std::move(children), nulls);
 }
 
 column::contents column::release() noexcept {

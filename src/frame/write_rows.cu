@@ -104,12 +104,6 @@ void write_rows(column& target, std::size_t begin, column const& values) {
     if (!parts.data.is_copy_on_write()) parts.data = parts.data.as_copy_on_write();
     if (!parts.null_mask.empty() && !parts.null_mask.is_copy_on_write())
       parts.null_mask = parts.null_mask.as_copy_on_write();
-    // An exposed buffer (its pointer handed out) is never unshared: whoever holds the pointer and
-    // every copy or view of the column share it and see writes to it (docs/buffers.md). A frame's
-    // write leaves every other holder intact, so the rows go to bytes of this column's own.
-    if (parts.data.is_exposed()) parts.data = parts.data.copy();
-    if (!parts.null_mask.empty() && parts.null_mask.is_exposed())
-      parts.null_mask = parts.null_mask.copy();
     std::size_t const rows = parts.offset + parts.size;
     spill_lock lock;  // the target's and the values' buffers, until the copy is done
     if (parts.null_mask.empty() && values.has_nulls()) {

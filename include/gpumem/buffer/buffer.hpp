@@ -26,8 +26,9 @@
 //   * inside a spill_lock scope on the calling thread (spill_lock.hpp), keeps the buffer on the
 //     device until the scope ends — the way code inside gpumem takes pointers;
 //   * outside one, EXPOSES the buffer: the pointer may live anywhere, so the buffer is never
-//     spilled again and its storage is never unshared again — its handle copies and slices share
-//     it, and writes through any of them go in place, as for a plain buffer. Exposure is one-way.
+//     spilled again and its storage is never unshared again — its slices share it, and writes
+//     through any of them go in place, as for a plain buffer, while a handle copy of it is a true
+//     (deep) copy, which the third party's writes do not reach. Exposure is one-way.
 // Do not keep a pointer longer than the buffer handle it came from (or the spill lock). gpumem's
 // own operations (column and frame operations, strings::transform, transfers) take pointers only
 // inside a spill lock of their own, so they unspill their inputs and never expose them.
@@ -36,7 +37,8 @@
 // handle, shallow_copy() and slice() make new slices that share the bytes; a write access through
 // a slice while any other slice of the owner lives first copies that slice's bytes into a new
 // owner (only its range), so the others keep what they saw — unless the owner is exposed: an
-// exposed owner is shared by all its slices, as a plain buffer is. copy() is always deep.
+// exposed owner is shared by all its slices, as a plain buffer is, and copying an exposed handle
+// (or shallow_copy()) copies its bytes. copy() is always deep.
 //
 // Transfers go through the array layer's copy routine. Without a stream they return when done;
 // with one they are asynchronous on it, and the buffers involved are kept alive until the stream
@@ -102,8 +104,9 @@ class buffer {
   explicit buffer(std::size_t bytes, buffer_memory memory = buffer_memory::device);
   buffer(std::size_t bytes, buffer_options const& options);
 
-  // Copy-on-write handles register as slices of their owner (an exposed one's too: they share
-  // it). Copies and moves never copy bytes.
+  // Copy-on-write handles register as slices of their owner; a copy of an exposed copy-on-write
+  // handle copies its bytes (cuDF's rule: the third party's writes must not reach it). Other
+  // copies and moves never copy bytes.
   buffer(buffer const& other);
   buffer(buffer&& other) noexcept;
   buffer& operator=(buffer const& other);
