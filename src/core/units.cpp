@@ -1,4 +1,5 @@
 #include <gpumem/core/checked_arithmetic.hpp>
+#include <gpumem/core/detail/text.hpp>
 #include <gpumem/core/units.hpp>
 
 #include <cctype>
@@ -10,14 +11,6 @@
 namespace gpumem {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
 
 bool is_digit(char c) {
   return std::isdigit(static_cast<unsigned char>(c)) != 0;
@@ -59,7 +52,7 @@ std::size_t fraction_bytes(std::string_view digits, int shift) {
 // up (so a quantity that is not zero never parses as 0 bytes), and anything else, too large
 // included, is std::nullopt.
 std::optional<std::size_t> try_parse_bytes(std::string_view text) {
-  text = trim(text);
+  text = detail::trim_spaces(text);
   std::size_t end = 0;
   while (end < text.size() && is_digit(text[end]))
     ++end;
@@ -72,7 +65,7 @@ std::optional<std::size_t> try_parse_bytes(std::string_view text) {
     fraction = text.substr(first, end - first);
   }
   if (whole.empty() && fraction.empty()) return std::nullopt;  // "", ".", ".GiB", "MiB"
-  int const shift = unit_shift(trim(text.substr(end)));
+  int const shift = unit_shift(detail::trim_spaces(text.substr(end)));
   if (shift < 0) return std::nullopt;
   std::size_t value = 0;
   for (char c : whole) {

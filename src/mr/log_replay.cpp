@@ -1,4 +1,5 @@
 // Parsing and replay of RMM-format allocation logs (see log_replay.hpp for the format).
+#include <gpumem/core/detail/text.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/mr/log_replay.hpp>
 
@@ -35,14 +36,6 @@ char const* to_string(log_action action) noexcept {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front())))
-    s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
-    s.remove_suffix(1);
-  return s;
-}
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out)
@@ -55,7 +48,7 @@ std::vector<std::string_view> split(std::string_view line) {
   std::size_t start = 0;
   for (;;) {
     std::size_t const comma = line.find(',', start);
-    fields.push_back(trim(line.substr(start, comma - start)));
+    fields.push_back(detail::trim_spaces(line.substr(start, comma - start)));
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -194,7 +187,7 @@ std::vector<log_event> parse_log(std::istream& in) {
   std::size_t line_number = 0;
   while (std::getline(in, line)) {
     ++line_number;
-    std::string_view const text = trim(line);
+    std::string_view const text = detail::trim_spaces(line);
     if (text.empty()) continue;
     if (!header) {
       header = read_header(text, line_number);

@@ -6,6 +6,7 @@
 // This file replaces the global operator new of test_array: it fails the N-th allocation of the
 // calling thread when a test arms it, and is malloc otherwise.
 #include "array_test_support.hpp"
+#include "replaced_new.hpp"
 
 #include <gpumem/array/dlpack_interop.hpp>
 #include <gpumem/array/transfer.hpp>
@@ -17,20 +18,6 @@
 #include <new>
 #include <vector>
 
-// Sanitizer runtimes bring their own operator new: there the heap is left alone and the test is
-// skipped.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define GPUMEM_TEST_OWN_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define GPUMEM_TEST_OWN_NEW 0
-#endif
-#endif
-#ifndef GPUMEM_TEST_OWN_NEW
-#define GPUMEM_TEST_OWN_NEW 1
-#endif
-
 namespace {
 
 // Allocations of this thread still allowed before one fails; negative: never fail.
@@ -38,47 +25,15 @@ thread_local long allocations_before_failure = -1;
 
 }  // namespace
 
-#if GPUMEM_TEST_OWN_NEW
-// GCC inlines the replacements below and then takes free() on memory from `new` for a mismatch.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-void* operator new(std::size_t bytes) {
+// The N-th allocation of the arming thread fails, once.
+bool gpumem::test::refuse_allocation() noexcept {
   if (allocations_before_failure == 0) {
     allocations_before_failure = -1;  // one failure per arming
-    throw std::bad_alloc();
+    return true;
   }
   if (allocations_before_failure > 0) --allocations_before_failure;
-  if (void* p = std::malloc(bytes != 0 ? bytes : 1)) return p;
-  throw std::bad_alloc();
+  return false;
 }
-void* operator new[](std::size_t bytes) {
-  return ::operator new(bytes);
-}
-void* operator new(std::size_t bytes, std::nothrow_t const&) noexcept {
-  try {
-    return ::operator new(bytes);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t bytes, std::nothrow_t const&) noexcept {
-  return ::operator new(bytes, std::nothrow);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-#endif
 
 namespace gpumem {
 namespace {

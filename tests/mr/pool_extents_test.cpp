@@ -4,6 +4,7 @@
 // made ready (reserve_node) serving the next insert while the heap refuses (this executable
 // replaces the global operator new).
 #include "pool_extents.hpp"
+#include "replaced_new.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,63 +17,15 @@
 #include <random>
 #include <vector>
 
-// Sanitizer runtimes bring their own operator new (some link it statically): there the heap is
-// left alone and the test that needs a refusing heap is skipped.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define GPUMEM_TEST_OWN_NEW 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define GPUMEM_TEST_OWN_NEW 0
-#endif
-#endif
-#ifndef GPUMEM_TEST_OWN_NEW
-#define GPUMEM_TEST_OWN_NEW 1
-#endif
-
 namespace {
 
 std::atomic<bool> refuse_new{false};
 
 }  // namespace
 
-#if GPUMEM_TEST_OWN_NEW
-// GCC inlines the replacements below and then takes free() on memory from `new` for a mismatch.
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
-void* operator new(std::size_t bytes) {
-  if (refuse_new.load()) throw std::bad_alloc();
-  if (void* p = std::malloc(bytes != 0 ? bytes : 1)) return p;
-  throw std::bad_alloc();
+bool gpumem::test::refuse_allocation() noexcept {
+  return refuse_new.load();
 }
-void* operator new[](std::size_t bytes) {
-  return ::operator new(bytes);
-}
-void* operator new(std::size_t bytes, std::nothrow_t const&) noexcept {
-  try {
-    return ::operator new(bytes);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t bytes, std::nothrow_t const&) noexcept {
-  return ::operator new(bytes, std::nothrow);
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-#endif
 
 namespace gpumem::detail {
 namespace {
