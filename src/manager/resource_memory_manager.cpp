@@ -22,17 +22,18 @@ namespace detail {
 // which ends that cycle).
 class block_state final : public unowned_blocks {
  public:
-  block_state(std::shared_ptr<memory_resource> r, std::shared_ptr<usage_counters> c, int d,
-              std::shared_ptr<pending_deallocations> q) noexcept
+  block_state(std::shared_ptr<memory_resource> r, std::shared_ptr<usage_counters> c,
+              context const& owner) noexcept
       : resource(std::move(r)),
         counters(std::move(c)),
-        device(d),
-        queue(std::move(q)),
+        device(owner.device()),
+        queue(owner.shared_pending_deallocations()),
+        device_reset(owner.shared_device_reset_flag()),
         selects_device(resource->selects_own_device()) {}
 
   // Frees on the block's device and stream and uncounts it; after a device reset only uncounts.
   void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override {
-    if (!counters->device_reset.load(std::memory_order_relaxed)) {
+    if (!device_reset->load(std::memory_order_relaxed)) {
       try {
         std::optional<scoped_device> on_device;
         if (!selects_device) on_device.emplace(device);
@@ -79,6 +80,8 @@ class block_state final : public unowned_blocks {
   std::shared_ptr<usage_counters> const counters;
   int const device;
   std::shared_ptr<pending_deallocations> const queue;
+  // The context's: set once it has ended for a device reset (the reset took the memory).
+  std::shared_ptr<std::atomic<bool> const> const device_reset;
   bool const selects_device;  // resource->selects_own_device(): no scoped_device around its calls
 };
 
@@ -198,16 +201,14 @@ resource_memory_manager::resource_memory_manager(context& owner,
     resource_debug_ = make_shared_tracking_adaptor(std::move(resource_));
     resource_ = resource_debug_;
   }
-  blocks_ = std::make_shared<detail::block_state>(resource_, counters_, owner.device(),
-                                                  owner.shared_pending_deallocations());
+  blocks_ = std::make_shared<detail::block_state>(resource_, counters_, owner);
 }
 
 resource_memory_manager::~resource_memory_manager() {
   context_end const why = owning_context().ending();
   if (why == context_end::device_reset) {
-    // Late frees (the queue is closed: they run at once) skip the resource, and so need no
-    // device synchronisation before them either.
-    counters_->device_reset.store(true);
+    // Late frees (the queue is closed: they run at once) skip the resource once the context has
+    // ended (its device-reset flag), and so need no device synchronisation before them either.
     owning_context().pending_deallocations().set_release_barrier({});
   }
   if (!hooks_.on_close) return;

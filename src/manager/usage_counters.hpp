@@ -16,9 +16,6 @@ struct usage_counters {
   std::atomic<std::size_t> bytes_in_use{0};
   std::atomic<std::size_t> peak_bytes{0};
   std::atomic<std::size_t> retries{0};
-  // Set when the manager's context ended with context_end::device_reset: the device's CUDA
-  // context is reset, so later frees skip the resource (no device call on a dead context).
-  std::atomic<bool> device_reset{false};
 
   void on_allocate(std::size_t bytes, bool retried) noexcept {
     allocations.fetch_add(1, std::memory_order_relaxed);
