@@ -11,13 +11,17 @@ and one retry, then cupy.cuda.memory.OutOfMemoryError (a MemoryError; the gpumem
 __cause__).
 
 Streams: the pool keeps memory freed on a stream for that stream, so a stream must not be
-destroyed while the pool holds such memory. This module keeps a reference to every CuPy stream it
-allocated on, so CuPy cannot destroy one behind the pool's back; release_stream(stream) (after the
-stream's allocations are freed) or empty_cache() gives a stream back to the pool and drops that
-reference. Each block allocated on such a stream holds the stream object too until its free, so
-CuPy destroys a stream only after the frees ordered on it, whichever of arrays and stream the
-program drops first. The null and per-thread default streams need none of this. An ExternalStream
-is the caller's: call release_stream before destroying what it wraps, and free its arrays first.
+destroyed while the pool holds such memory. The extension keeps a reference to every CuPy stream
+it allocated on, so CuPy cannot destroy one behind the pool's back; release_stream(stream) (after
+the stream's allocations are freed) or empty_cache() gives a stream back to the pool and drops that
+reference. A stream the program has dropped, with no array of it left, is given back by the
+extension itself, when a new stream comes and the registry has grown (to 16 streams, then to twice
+its size after the last such look): a program that creates and drops streams keeps a registry of
+about the streams it still uses. Each block allocated on such a stream holds the stream object too
+until its free, so CuPy destroys a stream only after the frees ordered on it, whichever of arrays
+and stream the program drops first. The null and per-thread default streams need none of this. An
+ExternalStream is the caller's: call release_stream before destroying what it wraps, and free its
+arrays first.
 
 Thread safety: as CuPy's allocator interface (any thread; the stream table is guarded by the GIL).
 This module imports cupy when imported itself; ``import gpumem`` does not.
@@ -37,20 +41,16 @@ from ._errors import OutOfMemoryError as _GpumemOutOfMemory
 
 __all__ = ["malloc", "pinned_malloc", "use", "release_stream", "empty_cache"]
 
-_streams: dict = {}  # (device, handle) -> the CuPy stream object, kept alive
-
 
 def _raise_oom(nbytes: int, error: _GpumemOutOfMemory) -> None:
     raise _memory.OutOfMemoryError(nbytes, error.current_bytes, 0) from error
 
 
 def _keep_stream(device: int, handle: int) -> Any:
-    """Called by the extension the first time it allocates on a (device, stream): keeps CuPy's
-    stream object alive until release_stream, and returns it (each block of the stream holds it
-    too, until its free)."""
-    stream = _cupy.cuda.get_current_stream()
-    _streams[(device, handle)] = stream
-    return stream
+    """Called by the extension the first time it allocates on a (device, stream): CuPy's stream
+    object, which the extension keeps alive until release_stream, empty_cache, or the program has
+    dropped it and no block of it lives (each block of the stream holds it too, until its free)."""
+    return _cupy.cuda.get_current_stream()
 
 
 def _malloc_after_out_of_memory(nbytes: int) -> "_memory.MemoryPointer":
@@ -105,19 +105,24 @@ def release_stream(stream: Any) -> None:
     one's free waits for the stream and keeps nothing of it, and each holds the stream object
     until then, so CuPy destroys the stream after the last of them."""
     handle = stream.ptr
-    for key in [k for k in _streams if k[1] == handle]:
-        kept = _streams.pop(key)
-        _gpumem._cupy_forget_stream(key[0], handle)
-        kept.synchronize()
-        _gpumem.release_stream(handle, key[0])
+    for device, known, kept in _gpumem._cupy_known_streams():
+        if known == handle:
+            _release(device, handle, kept)
+
+
+def _release(device: int, handle: int, kept: Any) -> None:
+    _gpumem._cupy_forget_stream(device, handle)
+    kept.synchronize()
+    _gpumem.release_stream(handle, device)
 
 
 def empty_cache() -> None:
-    """Releases every stream this module keeps and resets each device's manager (the pool gives
+    """Releases every stream the extension keeps and resets each device's manager (the pool gives
     its free chunks back)."""
-    devices = {key[0] for key in _streams}
-    for stream in list(_streams.values()):
-        release_stream(stream)
+    known = _gpumem._cupy_known_streams()
+    devices = {device for device, _, _ in known}
+    for device, handle, kept in known:
+        _release(device, handle, kept)
     devices.add(_runtime.getDevice())
     for device in devices:
         _gpumem.reset(device)

@@ -13,7 +13,9 @@ out-of-memory error); it never returns null.
 
 Limits of PyTorch's pluggable-allocator interface: torch.cuda.memory_stats() and friends raise
 (use memory_stats() here), Tensor.record_stream() does nothing (synchronise instead before
-freeing a tensor used on another stream), and CUDA graph capture is not supported.
+freeing a tensor used on another stream), and CUDA graph capture is not supported: an allocation
+on a stream being captured (torch.cuda.graph) raises a RuntimeError that names the stream and
+says so, before the pool is asked (docs/python.md).
 This module imports torch when imported itself; ``import gpumem`` does not.
 """
 

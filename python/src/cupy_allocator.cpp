@@ -12,7 +12,15 @@
 // an instance it makes from the same values is byte for byte the called one. Anything else (another
 // CuPy whose __init__ does more, a build with other field types, the host tests' stand-ins) keeps
 // the call. _cupy_fast_path() says which is in use.
+//
+// Streams: the bridge keeps CuPy's object of every stream it allocated on (known_streams), so that
+// CuPy cannot destroy a stream the pool still keeps memory for, and gives a stream back to the pool
+// (release_stream) once the program has dropped it and no block of it lives: then the registry
+// holds the object's only reference. It looks for such streams whenever a new stream comes and the
+// registry has reached twice its size after the last look (at least sweep_minimum entries), so a
+// program that makes and drops streams keeps a registry of about the streams it still uses.
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/logging.hpp>
 #include <gpumem/manager/context.hpp>
 
 #include <algorithm>
@@ -20,6 +28,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,9 +67,10 @@ struct cupy_bridge {
   struct known_stream {      // told to keep_stream
     int device;
     std::uintptr_t handle;
-    nb::object stream;  // CuPy's object (the module keeps it too, until release_stream)
+    nb::object stream;  // CuPy's object, kept until release_stream or sweep_streams
   };
   std::vector<known_stream> known_streams;
+  std::size_t sweep_at = 0;  // known_streams' size at which a new stream sweeps it first
   cupy_layout layout;
   nb::object no_args;  // () for tp_new
 };
@@ -248,6 +258,71 @@ std::uintptr_t cupy_current_stream(cupy_bridge& b) {
   return nb::cast<std::uintptr_t>(b.current_stream_fallback());
 }
 
+// --- the stream registry ---
+
+// The registry is swept when a new stream finds it at sweep_at entries: at least this many.
+constexpr std::size_t sweep_minimum = 16;
+
+// Gives back every stream that only the registry holds: the program dropped its object, and no
+// block of the stream lives (each holds the object until its free). Each one is released to its
+// device's manager (which waits for the stream and keeps nothing of it), with the GIL released,
+// then dropped, so that CuPy destroys it. A stream whose release fails stays in the registry
+// (kept alive: destroying it could leave the pool holding memory for a dead stream).
+void sweep_streams(cupy_bridge& b) {
+  auto& known = b.known_streams;
+  std::vector<cupy_bridge::known_stream> dropped;
+  std::vector<cupy_bridge::known_stream> still;
+  dropped.reserve(known.size());  // so that the moves below cannot fail half way
+  still.reserve(known.size());
+  for (auto& k : known)
+    (Py_REFCNT(k.stream.ptr()) == 1 ? dropped : still).push_back(std::move(k));
+  known.swap(still);
+  std::vector<char> released(dropped.size(), 0);
+  {
+    nb::gil_scoped_release unlocked;  // the releases wait for the streams
+    for (std::size_t i = 0; i < dropped.size(); ++i) {
+      try {
+        get_context(dropped[i].device)
+            .memory_manager()
+            .release_stream(to_stream(dropped[i].handle));
+        released[i] = 1;
+      } catch (std::exception const& e) {
+        log(log_level::warn, std::string("gpumem.cupy: a dropped stream stays alive, since "
+                                         "releasing it to the pool failed: ") +
+                                 e.what());
+      } catch (...) {
+        log(log_level::warn,
+            "gpumem.cupy: a dropped stream stays alive, since releasing it to "
+            "the pool failed");
+      }
+    }
+  }
+  for (std::size_t i = 0; i < dropped.size(); ++i)
+    if (!released[i]) known.push_back(std::move(dropped[i]));
+  b.sweep_at = std::max(sweep_minimum, 2 * known.size());
+  // `dropped` goes here, with the GIL: CuPy destroys the released streams.
+}
+
+// CuPy's object of the (device, stream) the allocation is for, kept in the registry (a stream seen
+// for the first time is asked of the module: keep_stream).
+nb::object known_stream_object(cupy_bridge& b, int device, std::uintptr_t stream) {
+  auto& known = b.known_streams;
+  auto const find = [&] {
+    return std::find_if(known.begin(), known.end(),
+                        [&](auto const& k) { return k.device == device && k.handle == stream; });
+  };
+  auto it = find();
+  if (it != known.end()) return it->stream;
+  if (known.size() >= std::max(sweep_minimum, b.sweep_at)) {
+    sweep_streams(b);
+    it = find();  // another thread may have added it while the GIL was released
+    if (it != known.end()) return it->stream;
+  }
+  nb::object object = b.keep_stream(device, stream);
+  known.push_back({device, stream, object});
+  return object;
+}
+
 // MemoryPointer(UnownedMemory(ptr, bytes, owner, device), 0): a new reference, or null with the
 // Python error set. Takes `owner`'s reference.
 PyObject* cupy_pointer(cupy_bridge& b, std::intptr_t ptr, std::size_t bytes, PyObject* owner,
@@ -276,18 +351,7 @@ PyObject* malloc_for_cupy(PyObject* size, bool retry_in_python) noexcept {
     // holds CuPy's stream object until its free, so that CuPy destroys the stream only after the
     // frees ordered on it, whatever order the user drops arrays and streams in.
     nb::object stream_object;
-    if (stream > 2) {
-      auto& known = b.known_streams;
-      auto const it = std::find_if(known.begin(), known.end(), [&](auto const& k) {
-        return k.device == device && k.handle == stream;
-      });
-      if (it != known.end()) {
-        stream_object = it->stream;
-      } else {
-        known.push_back({device, stream, b.keep_stream(device, stream)});
-        stream_object = known.back().stream;
-      }
-    }
+    if (stream > 2) stream_object = known_stream_object(b, device, stream);
     std::exception_ptr ran_out;
     PyObject* const owner = new_block_allocation(device, bytes, to_stream(stream), ran_out);
     if (owner == nullptr) {
@@ -333,6 +397,14 @@ void cupy_forget_stream(int device, std::uintptr_t stream) {
       known.end());
 }
 
+// The registry: [(device, handle, CuPy's stream object)].
+nb::list cupy_known_streams() {
+  nb::list entries;
+  for (auto const& k : cupy().known_streams)
+    entries.append(nb::make_tuple(k.device, k.handle, k.stream));
+  return entries;
+}
+
 }  // namespace
 
 void add_cupy_allocator(nb::module_& m) {
@@ -344,6 +416,8 @@ void add_cupy_allocator(nb::module_& m) {
     m.attr(def->ml_name) = function;
   }
   m.def("_cupy_forget_stream", &cupy_forget_stream, "device"_a, "stream"_a);
+  m.def("_cupy_known_streams", &cupy_known_streams,
+        "The streams gpumem.cupy keeps: [(device, handle, CuPy's stream object)].");
   m.def(
       "_cupy_fast_path", [] { return cupy().layout.valid; },
       "Whether gpumem.cupy makes CuPy's pointer objects without calling their types (see "

@@ -337,6 +337,37 @@ NB_MODULE(_gpumem, m) {
         return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
       },
       "iters"_a, "bytes"_a, "device"_a, "stream"_a = 0);
+  // For the tests of the PyTorch bridge: its allocation with its C++ errors as Python exceptions
+  // (ctypes cannot catch an exception), and its per-device count of table blocks.
+  m.def(
+      "_torch_alloc",
+      [](std::size_t bytes, int device, std::uintptr_t stream) {
+        void* const s = reinterpret_cast<void*>(stream);  // NOLINT: handles cross as integers
+        return reinterpret_cast<std::uintptr_t>(gpumem_torch_alloc(bytes, device, s));
+      },
+      "bytes"_a, "device"_a, "stream"_a = 0);
+  m.def("_torch_table_blocks", &torch_table_blocks, "device"_a);
+  // Streams of the backend, and the host backend's simulated captures, for tests of the bridges'
+  // stream paths (the host backend has no graphs: simulate_stream_capture).
+  m.def(
+      "_stream_create",
+      [](bool non_blocking) {
+        return reinterpret_cast<std::uintptr_t>(backend().create_stream(non_blocking));
+      },
+      "non_blocking"_a = true);
+  m.def(
+      "_stream_destroy", [](std::uintptr_t stream) { backend().destroy_stream(to_stream(stream)); },
+      "stream"_a);
+  m.def(
+      "_simulate_stream_capture",
+      [](std::uintptr_t stream, bool capturing) {
+        simulate_stream_capture(backend(), to_stream(stream), capturing);
+      },
+      "stream"_a, "capturing"_a);
+  m.def(
+      "_stream_is_capturing",
+      [](std::uintptr_t stream) { return backend().stream_is_capturing(to_stream(stream)); },
+      "stream"_a);
   m.def(
       "_time_device_synchronize",
       [](std::size_t iters, int device) {

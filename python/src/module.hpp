@@ -34,6 +34,10 @@ pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
                                bool expandable, bool trim_before_growth);
 
+// Blocks of `device` in the PyTorch bridge's table of owners (torch_allocator.cpp; the ordinals
+// past its per-device slots share one count): for tests.
+std::size_t torch_table_blocks(int device) noexcept;
+
 // The framework paths, each adding its functions (and types) to the module; the allocation type
 // they share first (block_allocation.hpp).
 void add_block_allocation(nb::module_& m);

@@ -14,36 +14,51 @@
 //     mutex), and a block not in the map is one of the old generation's (the base). Recording is
 //     the rare path and stays on for the device.
 // Managers without an unowned path (default, plugins) go through a sharded table of
-// memory_pointers, as before (while it holds any block, every free looks there first).
+// memory_pointers, as before (while it holds any block of a device, every free on that device looks
+// there first; the count is per device, so one device's table blocks slow no other device).
+//
+// CUDA graph capture is not supported: an allocation on a stream being captured is refused before
+// the manager sees it (refuse_capture below), since the pool may call cudaMalloc or query events
+// there, which break the capture, and a block it hands out is one that a replay of the graph would
+// write into after the pool gave it to someone else.
 #include <gpumem/python/torch_allocator.h>
 
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
+#include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/manager/context.hpp>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "module.hpp"
+
 namespace gpumem::python {
 namespace {
 
 // --- memory_pointer table: managers without an unowned path ---
 
-struct shard {
-  std::mutex mutex;
-  std::unordered_map<void*, memory_pointer> live;
+// A block in the table, and the count of its device's table blocks (device_slot::table_blocks).
+struct table_entry {
+  memory_pointer memory;
+  std::atomic<std::size_t>* count;
 };
 
-// Blocks in the table, all devices: while there are any, a free first looks there (a block of a
-// table manager, such as "default", may be freed after the device switched to a pool).
-std::atomic<std::size_t>& table_count() {
+struct shard {
+  std::mutex mutex;
+  std::unordered_map<void*, table_entry> live;
+};
+
+// Table blocks of the ordinals past the slots (they have no fast path; counted for the record).
+std::atomic<std::size_t>& other_table_count() {
   static std::atomic<std::size_t> count{0};
   return count;
 }
@@ -59,15 +74,18 @@ shard& shard_of(void* ptr) {
   return shards()[(bits ^ (bits >> 4)) & 15];
 }
 
-void* table_allocate(memory_manager& manager, std::size_t size, void* stream) {
+// `count`: the device's count of table blocks, raised once the block is in the table (a free of
+// the block, which comes after this returns, sees it).
+void* table_allocate(memory_manager& manager, std::size_t size, void* stream,
+                     std::atomic<std::size_t>& count) {
   memory_pointer memory = manager.allocate(size, reinterpret_cast<stream_handle>(stream));
   void* const ptr = memory.device_pointer();
   if (ptr == nullptr)  // PyTorch does not check: never hand it a null pointer for size > 0
     throw out_of_memory(size, "gpumem_torch_alloc", 0, 0, "the memory manager returned null");
   shard& s = shard_of(ptr);
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.live.emplace(ptr, std::move(memory));
-  table_count().fetch_add(1, std::memory_order_release);
+  s.live.emplace(ptr, table_entry{std::move(memory), &count});
+  count.fetch_add(1, std::memory_order_release);
   return ptr;
 }
 
@@ -79,9 +97,9 @@ bool table_free(void* ptr) {
     std::lock_guard<std::mutex> lock(s.mutex);
     auto it = s.live.find(ptr);
     if (it == s.live.end()) return false;
-    doomed = std::move(it->second);
+    doomed = std::move(it->second.memory);
+    it->second.count->fetch_sub(1, std::memory_order_relaxed);
     s.live.erase(it);
-    table_count().fetch_sub(1, std::memory_order_relaxed);
   }
   return true;  // `doomed` frees here
 }
@@ -99,6 +117,11 @@ struct device_slot {
   std::mutex mutex;  // switches, the recorded map, the generations
   std::atomic<generation*> current{nullptr};
   std::atomic<bool> recording{false};
+  // Blocks of this device in the table: while there are any, a free on the device first looks
+  // there (a block of a table manager, such as "default", may be freed after the device switched
+  // to a pool). PyTorch frees a block with the device it was allocated on, so other devices'
+  // frees need not look.
+  std::atomic<std::size_t> table_blocks{0};
   generation* base = nullptr;  // while recording: the owner of every block not in `recorded`
   std::unordered_map<void*, generation*> recorded;
   std::vector<std::unique_ptr<generation>> generations;
@@ -171,20 +194,51 @@ void slow_free(device_slot& slot, void* ptr, std::size_t size, int device, void*
   release(*owner, ptr, size, stream);
 }
 
+// The error of an allocation on a stream that is being captured into a CUDA graph. Thrown, as the
+// other failures of gpumem_torch_alloc are: PyTorch turns the exception into a RuntimeError with
+// this text (it does not check a null pointer, which would become a tensor without memory).
+[[noreturn]] void refuse_capture(std::size_t size, int device, void* stream) {
+  char handle[32];
+  std::snprintf(handle, sizeof handle, "%p", stream);
+  throw not_supported(
+      "gpumem_torch_alloc: " + std::to_string(size) + " bytes on stream " + handle + " of device " +
+      std::to_string(device) +
+      ", which is being captured into a CUDA graph: CUDA graph capture is not supported with "
+      "gpumem.torch (a replay of the graph would write into memory that gpumem's pool hands out "
+      "again once the capture ends, and the pool's CUDA calls could invalidate the capture). "
+      "Nothing was allocated; capture in a process that does not call gpumem.torch.use(), where "
+      "PyTorch's own allocator keeps a private memory pool for each graph");
+}
+
 }  // namespace
+
+std::size_t torch_table_blocks(int device) noexcept {
+  if (device < 0 || device >= slot_devices)
+    return other_table_count().load(std::memory_order_acquire);
+  return slots()[device].table_blocks.load(std::memory_order_acquire);
+}
+
 }  // namespace gpumem::python
 
 extern "C" void* gpumem_torch_alloc(std::size_t size, int device, void* stream) {
   using namespace gpumem;
   using namespace gpumem::python;
   if (size == 0) return nullptr;  // PyTorch never frees a null pointer
+  // One question per allocation on a created (or the per-thread) stream: about 30 ns on an H100
+  // host (cuStreamIsCapturing). The null and legacy handles name the legacy default stream, which
+  // CUDA never captures (cudaStreamBeginCapture refuses it), so PyTorch's default stream asks
+  // nothing.
+  if (reinterpret_cast<std::uintptr_t>(stream) > 1 &&
+      backend().stream_is_capturing(reinterpret_cast<stream_handle>(stream)))
+    refuse_capture(size, device, stream);
   memory_manager& manager = get_context(device).memory_manager();
-  if (device < 0 || device >= slot_devices) return table_allocate(manager, size, stream);
+  if (device < 0 || device >= slot_devices)
+    return table_allocate(manager, size, stream, other_table_count());
   device_slot& slot = slots()[device];
   unowned_blocks* const blocks = manager.unowned();
   generation* g = slot.current.load(std::memory_order_acquire);
   if (g == nullptr || g->blocks.get() != blocks) g = switch_to(slot, blocks);
-  if (blocks == nullptr) return table_allocate(manager, size, stream);
+  if (blocks == nullptr) return table_allocate(manager, size, stream, slot.table_blocks);
   // Counted before the call: a generation with a block on the way is never taken for one that owns
   // nothing (switch_to lets those go).
   g->live.fetch_add(1, std::memory_order_relaxed);
@@ -218,7 +272,7 @@ extern "C" void gpumem_torch_free(void* ptr, std::size_t size, int device, void*
     device_slot& slot = slots()[device];
     generation* const g = slot.current.load(std::memory_order_acquire);
     if (g != nullptr && g->blocks != nullptr && !slot.recording.load(std::memory_order_acquire) &&
-        table_count().load(std::memory_order_acquire) == 0) {
+        slot.table_blocks.load(std::memory_order_acquire) == 0) {
       release(*g, ptr, size, stream);  // the block's own stream, which PyTorch passes again
       return;
     }

@@ -96,6 +96,71 @@ print(lib.gpumem_torch_live_allocations(), gpumem.statistics(0).bytes_in_use)
     assert "not a live block" not in out.stderr, out.stderr
 
 
+def test_torch_alloc_refuses_a_stream_being_captured(torch_abi):
+    # CUDA graph capture is not supported by gpumem.torch: an allocation on a captured stream is a
+    # clear error, raised before the pool sees it (which could call cudaMalloc during the capture,
+    # or hand out a block that a replay of the graph would write into). The host backend has no
+    # graphs: the test marks a stream as captured (simulate_stream_capture).
+    gpumem.set_memory_manager("pool", 0)
+    stream = _gpumem._stream_create()
+    try:
+        assert not _gpumem._stream_is_capturing(stream)
+        p = torch_abi.gpumem_torch_alloc(4096, 0, stream)
+        torch_abi.gpumem_torch_free(p, 4096, 0, stream)
+        before = gpumem.statistics(0)
+        _gpumem._simulate_stream_capture(stream, True)
+        assert _gpumem._stream_is_capturing(stream)
+        # Through _torch_alloc, which raises the C++ error (ctypes cannot catch an exception;
+        # PyTorch reports it as a RuntimeError with the same text).
+        with pytest.raises(gpumem.NotSupportedError) as caught:
+            _gpumem._torch_alloc(4096, 0, stream)
+        message = str(caught.value)
+        assert f"stream {stream:#x} of device 0" in message, message
+        assert "captured into a CUDA graph" in message and "gpumem.torch" in message, message
+        after = gpumem.statistics(0)
+        assert after.total_allocations == before.total_allocations, "refused before the pool"
+        assert after.bytes_in_use == 0
+        # Other streams allocate as before. The legacy default stream (0) is not even asked: CUDA
+        # never captures it, so PyTorch's default stream pays nothing for the check.
+        _gpumem._simulate_stream_capture(0, True)
+        for other in (0, 2):
+            q = _gpumem._torch_alloc(4096, 0, other)
+            assert q != 0
+            torch_abi.gpumem_torch_free(q, 4096, 0, other)
+        _gpumem._simulate_stream_capture(0, False)
+        _gpumem._simulate_stream_capture(stream, False)  # the capture ended
+        p = _gpumem._torch_alloc(4096, 0, stream)
+        torch_abi.gpumem_torch_free(p, 4096, 0, stream)
+    finally:
+        _gpumem._simulate_stream_capture(0, False)
+        _gpumem._simulate_stream_capture(stream, False)
+        gpumem.release_stream(stream, 0)
+        _gpumem._stream_destroy(stream)
+    s = gpumem.statistics(0)
+    assert s.bytes_in_use == 0 and s.total_allocations == before.total_allocations + 3
+
+
+def test_torch_table_blocks_are_counted_per_device(torch_abi):
+    # Blocks of a manager without an unowned path ("default") are kept in a table, and a free on a
+    # device with table blocks looks there first (the slow path). The count is per device: one
+    # device's table blocks leave every other device's frees on the fast path.
+    gpumem.set_memory_manager("default", 0)
+    others = (1, 7, 63, 64, -1)  # 64 and -1: past the bridge's slots (one shared count)
+    base = {d: _gpumem._torch_table_blocks(d) for d in (0,) + others}
+    p = torch_abi.gpumem_torch_alloc(4096, 0, None)
+    q = torch_abi.gpumem_torch_alloc(512, 0, None)
+    assert _gpumem._torch_table_blocks(0) == base[0] + 2
+    assert all(_gpumem._torch_table_blocks(d) == base[d] for d in others)
+    torch_abi.gpumem_torch_free(p, 4096, 0, None)
+    assert _gpumem._torch_table_blocks(0) == base[0] + 1
+    gpumem.set_memory_manager("pool", 0)  # the table block is still found after the switch
+    r = torch_abi.gpumem_torch_alloc(1024, 0, None)
+    torch_abi.gpumem_torch_free(q, 512, 0, None)
+    torch_abi.gpumem_torch_free(r, 1024, 0, None)
+    assert _gpumem._torch_table_blocks(0) == base[0]
+    assert gpumem.statistics(0).bytes_in_use == 0
+
+
 def test_torch_functions_on_the_default_manager_use_the_table(torch_abi):
     gpumem.set_memory_manager("default", 0)
     p = torch_abi.gpumem_torch_alloc(4096, 0, None)
@@ -279,6 +344,75 @@ def test_cupy_malloc_in_c_keeps_new_streams_once_and_reports_out_of_memory(cupy_
     with pytest.raises(gpumem.OutOfMemoryError) as caught:  # the retry's own try
         _gpumem._cupy_malloc_no_retry(1 << 62)
     assert caught.value.requested_bytes == 1 << 62 and cupy_fakes["oom"] == [1 << 62]
+
+
+class _HostStream:
+    """Stands in for a CuPy stream: a stream of the backend, destroyed with the object (as CuPy's
+    Stream.__del__ destroys its stream)."""
+
+    destroyed = 0
+
+    def __init__(self):
+        self.ptr = _gpumem._stream_create()
+
+    def synchronize(self):
+        pass
+
+    def __del__(self):
+        _gpumem._stream_destroy(self.ptr)
+        type(self).destroyed += 1
+
+
+def test_cupy_streams_the_program_dropped_leave_the_registry(cupy_fakes):
+    # The bridge keeps every stream it allocated on until the pool has let it go; a stream the
+    # program has dropped, with no block of it alive, is released to the pool and dropped when
+    # the registry grows, so creating and dropping streams does not grow it without bound.
+    gpumem.set_memory_manager("pool", 0)
+    assert _gpumem._cupy_known_streams() == []
+    _HostStream.destroyed = 0
+
+    def use(stream):
+        cupy_fakes["stream"], cupy_fakes["object"] = stream.ptr, stream
+
+    kept = _HostStream()  # one stream the program keeps for the whole loop
+    use(kept)
+    held = _gpumem._cupy_malloc(4096)
+    survivor = None  # an array that outlives its stream's object by a few streams
+    sizes = []
+    for i in range(1000):
+        stream = _HostStream()
+        use(stream)
+        a = _gpumem._cupy_malloc(4096 + 256 * (i % 7))
+        b = _gpumem._cupy_malloc(1024)
+        del a  # freed on the stream: the pool keeps the block for that stream
+        if i % 100 == 0:
+            survivor = b
+        del b
+        use(kept)
+        del stream
+        sizes.append(len(_gpumem._cupy_known_streams()))
+    assert max(sizes) <= 16, max(sizes)
+    assert _HostStream.destroyed >= 1000 - 16, "dropped streams were released and destroyed"
+    known = {(device, handle): obj for device, handle, obj in _gpumem._cupy_known_streams()}
+    assert known[(0, kept.ptr)] is kept, "a stream the program holds stays"
+    survivor_stream = survivor.mem.owner.stream
+    assert (0, survivor_stream) in known, "so does one with a live block"
+    del known
+    assert gpumem.statistics(0).bytes_in_use == 4096 + 1024
+    del held, survivor
+    assert gpumem.statistics(0).bytes_in_use == 0
+    entries = _gpumem._cupy_known_streams()
+    for device, handle, obj in entries:  # as gpumem.cupy.empty_cache, which holds each object
+        _gpumem._cupy_forget_stream(device, handle)
+        gpumem.release_stream(handle, device)
+    del entries, obj
+    cupy_fakes["object"] = None
+    del kept
+    assert _gpumem._cupy_known_streams() == [] and _HostStream.destroyed == 1001
+    gpumem.reset(0)  # nothing the pool keeps refers to a destroyed stream
+    s = gpumem.statistics(0)
+    assert s.bytes_in_use == 0 and s.total_allocations == 2001
+    cupy_fakes["stream"] = 0
 
 
 def test_numba_manager_memalloc_makes_the_pointer_in_c_and_reports_numbas_errors():

@@ -111,3 +111,37 @@ def test_a_stream_dropped_before_its_arrays_lives_until_their_frees(cp):
     gc.collect()
     assert alive() is None, "gone with the last block"
     assert gpumem.statistics(0).bytes_in_use == before
+
+
+def test_streams_the_program_drops_are_released_and_destroyed(cp):
+    """The bridge keeps a stream until the pool lets it go; one the program dropped, with no array
+    left, is released to the pool and destroyed when the registry grows: creating and dropping
+    many streams keeps the registry small and frees everything."""
+    import gc
+    import weakref
+
+    import gpumem
+    import gpumem.cupy
+    from gpumem import _gpumem
+
+    before = gpumem.statistics(0).bytes_in_use
+    alive = []
+    sizes = []
+    for i in range(300):
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            a = cp.full((1 << 10,), float(i), dtype=cp.float32)
+            b = a * 2  # a is freed on the stream while the kernel may still run
+            del a
+            assert float(b[-1]) == 2.0 * i
+            del b
+        alive.append(weakref.ref(stream))
+        del stream
+        sizes.append(len(_gpumem._cupy_known_streams()))
+    assert max(sizes) <= 16, max(sizes)
+    gc.collect()
+    assert sum(ref() is not None for ref in alive) <= 16, "the others were destroyed"
+    assert gpumem.statistics(0).bytes_in_use == before
+    gpumem.cupy.empty_cache()
+    gc.collect()
+    assert all(ref() is None for ref in alive) and _gpumem._cupy_known_streams() == []

@@ -69,6 +69,29 @@ except RuntimeError as e:
     assert out.strip() == "True"
 
 
+def test_cuda_graph_capture_is_a_clear_error():
+    # gpumem.torch does not support graph capture: an allocation on the capturing stream raises,
+    # naming the stream, before the pool sees it, so the capture ends cleanly and PyTorch goes on.
+    out = run(PRELUDE + """
+import warnings
+x = torch.ones(1 << 10, device='cuda')
+torch.cuda.synchronize()
+g = torch.cuda.CUDAGraph()
+try:
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # PyTorch warns that the graph it ended is empty
+        with torch.cuda.graph(g):
+            y = x * 2
+    print('captured')
+except RuntimeError as e:
+    m = str(e)
+    print('captured into a CUDA graph' in m, 'gpumem.torch' in m, 'stream 0x' in m)
+z = x + 1
+print(float(z.sum()) == 2 * (1 << 10))
+""")
+    assert out.split() == ["True", "True", "True", "True"], out
+
+
 def test_training_loop_with_varying_shapes():
     out = run(PRELUDE + """
 import random

@@ -1,5 +1,6 @@
 // Selection of the process-wide backend (GPUMEM_DEVICE) and its replacement by tests, and the
-// base-class answers of device_backend's virtual-memory calls (for backends without it).
+// base-class answers of device_backend's virtual-memory calls (for backends without it) and of
+// stream_is_capturing (for backends without graphs).
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/device_backend.hpp>
@@ -76,6 +77,10 @@ void device_backend::map_physical(void*, std::size_t, physical_handle) {
 }
 void device_backend::unmap(void*, std::size_t) {
   no_virtual_memory("unmap");
+}
+
+bool device_backend::stream_is_capturing(stream_handle) {
+  return false;  // no graphs
 }
 
 bool cuda_device_available() noexcept {

@@ -299,6 +299,9 @@ class cuda_backend final : public detail::vmm_backend {
   std::uint64_t stream_id(stream_handle stream) override {
     return detail::driver_stream_id(native(stream));
   }
+  bool stream_is_capturing(stream_handle stream) override {
+    return detail::driver_stream_is_capturing(native(stream));
+  }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     auto heap_fn = std::make_unique<std::function<void()>>(std::move(fn));
     GPUMEM_CUDA_CHECK(cudaLaunchHostFunc(native(stream), &run_host_function, heap_fn.get()),

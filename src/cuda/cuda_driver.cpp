@@ -20,6 +20,7 @@ namespace {
 using cu_mem_get_address_range = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
 using cu_get_error_name = CUresult (*)(CUresult, char const**);
 using cu_stream_get_id = CUresult (*)(CUstream, unsigned long long*);
+using cu_stream_is_capturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
 
 // cuMemGetAddressRange has had its current (size_t) form since CUDA 3.2; asking for 12.0 gets that
 // form from any driver new enough for a CUDA 13 runtime.
@@ -29,6 +30,7 @@ struct entry_points {
   cu_mem_get_address_range mem_get_address_range = nullptr;
   cu_get_error_name get_error_name = nullptr;
   cu_stream_get_id stream_get_id = nullptr;
+  cu_stream_is_capturing stream_is_capturing = nullptr;
 };
 
 void* lookup(char const* symbol, bool required) {
@@ -56,6 +58,8 @@ entry_points const& driver() {
         reinterpret_cast<cu_mem_get_address_range>(lookup("cuMemGetAddressRange", true));
     e.get_error_name = reinterpret_cast<cu_get_error_name>(lookup("cuGetErrorName", false));
     e.stream_get_id = reinterpret_cast<cu_stream_get_id>(lookup("cuStreamGetId", false));
+    e.stream_is_capturing =
+        reinterpret_cast<cu_stream_is_capturing>(lookup("cuStreamIsCapturing", false));
     return e;
   }();
   return entries;
@@ -116,6 +120,33 @@ std::uint64_t driver_stream_id(void* stream) {
   }
   GPUMEM_CUDA_CHECK(cudaStreamGetId(static_cast<cudaStream_t>(stream), &id), "cudaStreamGetId");
   return id;
+}
+
+bool driver_stream_is_capturing(void* stream) {
+  // As driver_stream_id: the special handles need the context the runtime call binds.
+  bool const special =
+      stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  if (!special) {
+    cu_stream_is_capturing is_capturing = nullptr;
+    try {
+      is_capturing = driver().stream_is_capturing;
+    } catch (...) {
+      // the driver lacks another entry point: the runtime call below
+    }
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (is_capturing != nullptr &&
+        is_capturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS)
+      return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaError_t const result = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+  if (result == cudaErrorStreamCaptureImplicit) {
+    // The legacy stream while a blocking stream is captured: work there would join the capture.
+    (void)cudaGetLastError();  // not sticky; clear it, as the answer is the result
+    return true;
+  }
+  GPUMEM_CUDA_CHECK(result, "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
 }
 
 address_range driver_address_range(void const* ptr) {

@@ -24,6 +24,13 @@ address_range driver_address_range(void const* ptr);
 // errors carry the runtime's code and name. Throws cuda_error.
 std::uint64_t driver_stream_id(void* stream);
 
+// cuStreamIsCapturing: device_backend::stream_is_capturing. A created stream is asked through the
+// driver (27-31 ns on an H100 host, against 68-99 ns for cudaStreamIsCapturing); the null, legacy
+// and per-thread handles, and any stream where the driver lacks the entry point or refuses the
+// call, through the runtime. cudaErrorStreamCaptureImplicit (the legacy stream while a blocking
+// stream is captured) answers true. Throws cuda_error.
+bool driver_stream_is_capturing(void* stream);
+
 // The driver entry point `symbol` (in its CUDA 12.0 form), or nullptr when the driver lacks it.
 // For driver calls made elsewhere in the backend (cuda_vmm.cpp); the caller casts it.
 void* driver_entry_point(char const* symbol) noexcept;

@@ -6,7 +6,8 @@
 // address ranges (host_vmm.hpp, checked by vmm_registry.hpp).
 //
 // Thread safety: the arena, the streams, the IPC mappings and the virtual-memory registry have
-// their own locks; one mutex guards the host-range, stream and event tables.
+// their own locks; one mutex guards the host-range, stream and event tables (and the streams a
+// test marked as captured: simulate_stream_capture).
 #include "host_arena.hpp"
 #include "host_errors.hpp"
 #include "host_ipc.hpp"
@@ -34,6 +35,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -231,6 +233,8 @@ class host_backend final : public detail::vmm_backend {
              pointer_text(stream) + " is not a live stream");
       gone = std::move(it->second);
       streams_.erase(it);
+      if (capturing_.erase(stream) != 0)  // a new stream at this address is not captured
+        simulated_captures_.store(capturing_.size(), std::memory_order_release);
     }
     // Deleted here, or by a synchronize() still waiting for it: the deletion completes the queued
     // work first, as cudaStreamDestroy does.
@@ -256,6 +260,21 @@ class host_backend final : public detail::vmm_backend {
   }
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     resolve(stream).enqueue(std::move(fn));
+  }
+  // No graphs here: only the streams a test marked (simulate_stream_capture) answer true. One
+  // atomic load while none is marked, as a caller may ask on every allocation.
+  bool stream_is_capturing(stream_handle stream) override {
+    if (simulated_captures_.load(std::memory_order_acquire) == 0) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return capturing_.count(stream) != 0;
+  }
+  void simulate_capture(stream_handle stream, bool capturing) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (capturing)
+      capturing_.insert(stream);
+    else
+      capturing_.erase(stream);
+    simulated_captures_.store(capturing_.size(), std::memory_order_release);
   }
 
   // --- events ---
@@ -429,12 +448,22 @@ class host_backend final : public detail::vmm_backend {
   std::unordered_map<std::uint64_t, per_thread_stream> per_thread_streams_;
   std::once_flag default_once_;
   std::unique_ptr<stream_impl> default_stream_;
+  std::unordered_set<stream_handle> capturing_;     // simulate_stream_capture's marks
+  std::atomic<std::size_t> simulated_captures_{0};  // capturing_.size()
 };
 
 }  // namespace
 
 std::unique_ptr<device_backend> make_host_backend(host_backend_options options) {
   return std::make_unique<host_backend>(options);
+}
+
+void simulate_stream_capture(device_backend& host, stream_handle stream, bool capturing) {
+  auto* const simulated = dynamic_cast<host_backend*>(&host);
+  if (simulated == nullptr)
+    throw not_supported(std::string("simulate_stream_capture: the ") + to_string(host.kind()) +
+                        " backend does not simulate captures (only the host backend does)");
+  simulated->simulate_capture(stream, capturing);
 }
 
 }  // namespace gpumem

@@ -286,6 +286,29 @@ TEST(cuda_stream, stream_ids_are_stable_and_never_reused) {
   EXPECT_NE(theirs, mine) << "the per-thread stream's id is the calling thread's own stream's";
 }
 
+TEST(cuda_stream, no_stream_is_capturing_unless_a_capture_runs_or_is_simulated) {
+  auto& b = backend();
+  scoped_stream created;
+  EXPECT_FALSE(b.stream_is_capturing(created.get()));
+  EXPECT_FALSE(b.stream_is_capturing(nullptr));
+  EXPECT_FALSE(b.stream_is_capturing(b.per_thread_default_stream()));
+  if (gpumem::test::on_cuda()) {
+    EXPECT_THROW(gpumem::simulate_stream_capture(b, created.get(), true), gpumem::not_supported);
+    return;
+  }
+  // The host backend has no graphs: tests mark streams (simulate_stream_capture).
+  gpumem::simulate_stream_capture(b, created.get(), true);
+  EXPECT_TRUE(b.stream_is_capturing(created.get()));
+  EXPECT_FALSE(b.stream_is_capturing(nullptr)) << "only the marked stream";
+  gpumem::simulate_stream_capture(b, created.get(), false);
+  EXPECT_FALSE(b.stream_is_capturing(created.get()));
+  // A mark goes with its stream: a new stream at the same address is not captured.
+  gpumem::stream_handle const s = b.create_stream(true);
+  gpumem::simulate_stream_capture(b, s, true);
+  b.destroy_stream(s);
+  EXPECT_FALSE(b.stream_is_capturing(s));
+}
+
 TEST(cuda_event, destroying_an_event_with_a_pending_record_is_safe) {
   auto& b = backend();
   scoped_stream stream;

@@ -71,6 +71,9 @@ class forwarding_backend : public device_backend {
   void enqueue_host_function(stream_handle stream, std::function<void()> fn) override {
     inner_.enqueue_host_function(stream, fn);
   }
+  bool stream_is_capturing(stream_handle stream) override {
+    return inner_.stream_is_capturing(stream);
+  }
   event_handle create_event(bool timing) override { return inner_.create_event(timing); }
   void destroy_event(event_handle event) override { inner_.destroy_event(event); }
   void record_event(event_handle event, stream_handle stream) override {

@@ -149,6 +149,15 @@ class device_backend {
   // Runs `fn` on the host once all prior work on `stream` has completed, in stream order
   // (cudaLaunchHostFunc). `fn` must not call back into stream operations.
   virtual void enqueue_host_function(stream_handle stream, std::function<void()> fn) = 0;
+  // Whether work put on `stream` now would go into a CUDA graph being captured instead of running
+  // (cudaStreamIsCapturing): true while `stream` is being captured (an invalidated capture too,
+  // until it is ended), and for the legacy default stream (the null or legacy handle) while a
+  // blocking stream of its device is captured (cudaErrorStreamCaptureImplicit). The legacy stream
+  // itself is never captured: CUDA refuses to begin a capture there. Asking changes no capture.
+  // `stream` must be live (cuda_error where CUDA reports otherwise). The base class answers false,
+  // for backends without graphs; so does the host backend, except for the streams a test marked
+  // with simulate_stream_capture (below).
+  virtual bool stream_is_capturing(stream_handle stream);
 
   // --- events ---
   virtual event_handle create_event(bool timing) = 0;
@@ -217,6 +226,13 @@ struct host_backend_options {
 std::unique_ptr<device_backend> make_host_backend(host_backend_options options = {});
 // Throws gpumem::not_supported when gpumem was built without CUDA or no device is present.
 std::unique_ptr<device_backend> make_cuda_backend();
+
+// The host backend records no graphs. For tests of code that must refuse to work while a stream is
+// being captured, this makes `host`'s stream_is_capturing(stream) answer `capturing`: nothing else
+// of the stream changes, and the handle is not checked (a made-up handle serves a test that never
+// gives it work). A stream's mark goes when the stream is destroyed. Throws not_supported when
+// `host` is not a host backend.
+void simulate_stream_capture(device_backend& host, stream_handle stream, bool capturing);
 
 // Replaces the process-wide backend and returns the previous one. For tests and embedders: call
 // only while no context (gpumem::close()) and no allocation of the old backend is alive.

@@ -15,7 +15,11 @@
  *   stream-ordered on `stream` (memory_manager::allocate). 0 bytes gives NULL. On failure it
  *   THROWS a C++ exception (gpumem::out_of_memory and the other gpumem errors): deliberately,
  *   because PyTorch does not check for NULL and would hand out a tensor without memory; PyTorch
- *   turns the exception into a Python RuntimeError. Never returns NULL for size > 0.
+ *   turns the exception into a Python RuntimeError. Never returns NULL for size > 0. CUDA graph
+ *   capture is not supported: on a stream being captured (cudaStreamIsCapturing; the null and
+ *   legacy handles, which CUDA never captures, are not asked) it throws gpumem::not_supported,
+ *   naming the stream, before the manager is asked, so nothing is allocated and the capture is
+ *   left intact.
  * gpumem_torch_free: gives back memory from gpumem_torch_alloc (on its allocation stream, which
  *   PyTorch passes again with the size); NULL is a no-op. Never throws. A pointer that
  *   gpumem_torch_alloc did not return is undefined behaviour where the manager has an unowned
@@ -27,7 +31,8 @@
  * allocation: PyTorch's own record (pointer, size, device, stream) is what the free uses; the
  * extension keeps, per device, the state of each manager that still has live blocks (so a block
  * goes back to its manager after gpumem.set_memory_manager replaced it). Other managers' memory
- * is kept in a table of owners until it is freed. Thread safety: all three may be called from any
+ * is kept in a table of owners until it is freed (counted per device: while a device has blocks
+ * there, its frees look there first). Thread safety: all three may be called from any
  * thread (PyTorch frees from autograd and DataLoader threads), but not while the device's manager
  * is being replaced or its context closed (gpumem.set_memory_manager, gpumem.close, Numba's
  * cuda.close()): PyTorch calls them without the GIL, so nothing orders those calls with them.
