@@ -68,6 +68,15 @@ void copy_bytes(void* dst, std::shared_ptr<void> dst_owner, void const* src,
            copy_side{const_cast<void*>(src), layout, std::move(src_owner)}, s);
 }
 
+// The registry of the global spill manager, when there is one for the current device: it adopts
+// every device buffer made now that names no manager and did not opt out.
+std::shared_ptr<spill_registry> global_spill_registry() {
+  std::shared_ptr<spill_manager> global = global_spill_manager();
+  if (global != nullptr && global->device() == backend().current_device())
+    return global->registry();
+  return nullptr;
+}
+
 // What buffer_options ask of a new storage of `memory`.
 buffer_storage::tracking tracking_for(buffer_options const& options) {
   buffer_storage::tracking track;
@@ -79,9 +88,7 @@ buffer_storage::tracking tracking_for(buffer_options const& options) {
         std::string("buffer: only device memory is spillable, not ") + to_string(options.memory));
     track.spill = options.spill->registry();
   } else if (options.memory == buffer_memory::device && options.spillable) {
-    std::shared_ptr<spill_manager> global = global_spill_manager();
-    if (global != nullptr && global->device() == backend().current_device())
-      track.spill = global->registry();
+    track.spill = global_spill_registry();
   }
   return track;
 }
@@ -134,7 +141,7 @@ buffer::buffer(buffer const& other)
     // A shallow copy of an exposed buffer is a true copy (cuDF's copy-on-write rule): a third
     // party may write through the exposed address, and a copy must not see those writes.
     storage_.reset();
-    *this = other.copy_on(nullptr);
+    *this = other.copy_on(nullptr, true);
     return;
   }
   storage_->add_slice();
@@ -174,19 +181,22 @@ void buffer::release() noexcept {
   storage_.reset();
 }
 
-buffer buffer::allocate_like(std::size_t bytes, detail::buffer_storage const& like) {
-  if (!like.tracked()) {
-    // As the original was made: a global spill manager adopts the copy unless it opted out.
-    buffer_options options;
-    options.memory = like.memory();
-    options.spillable = !like.opted_out_of_spilling();
-    return buffer(bytes, options);
-  }
+// One rule for every new storage that takes a buffer's bytes (copy(), as_copy_on_write(), a
+// write's unsharing, the true copy of an exposed handle): it is made as the original was, with the
+// options as they apply now. A copy keeps the original's spill manager; one of a buffer that has
+// none is adopted by a global spill manager of the current device, as any device buffer made now
+// is, unless the original opted out (buffer_options::spillable = false), which the copy keeps.
+buffer buffer::allocate_like(std::size_t bytes, detail::buffer_storage const& like,
+                             bool copy_on_write) {
+  detail::buffer_storage::tracking track = like.tracking_options();
+  track.copy_on_write = copy_on_write;
+  if (track.spill == nullptr && !track.opted_out && like.memory() == buffer_memory::device)
+    track.spill = detail::global_spill_registry();
   buffer out;
   out.size_ = bytes;
   out.memory_ = like.memory();
   if (bytes == 0) return out;
-  out.storage_ = detail::allocate_storage(bytes, like.memory(), like.tracking_options());
+  out.storage_ = detail::allocate_storage(bytes, like.memory(), std::move(track));
   if (out.storage_->copy_on_write()) out.storage_->add_slice();
   return out;
 }
@@ -309,7 +319,7 @@ void buffer::hold_in(spill_lock& lock) const {
 void buffer::unshare() {
   // Other slices share the owner: this one gets its own copy of its range (the owner is unspilled
   // first when it is spilled), and the others keep the owner.
-  *this = copy_on(nullptr);
+  *this = copy_on(nullptr, true);
 }
 
 void* buffer::get_ptr(access mode, char const* file, int line) {
@@ -358,9 +368,9 @@ buffer buffer::slice(std::size_t offset, std::size_t bytes) const {
   return buffer(storage_, offset_ + offset, bytes, memory_);
 }
 
-buffer buffer::copy_on(stream const* s) const {
+buffer buffer::copy_on(stream const* s, bool copy_on_write) const {
   if (storage_ == nullptr) return buffer(size_, memory_);
-  buffer out = allocate_like(size_, *storage_);
+  buffer out = allocate_like(size_, *storage_, copy_on_write);
   {
     auto src = detail::pinned_address(storage_, offset_);
     auto dst = detail::pinned_address(out.storage_, 0);
@@ -374,21 +384,7 @@ buffer buffer::copy_on(stream const* s) const {
 
 buffer buffer::as_copy_on_write() const {
   if (storage_ == nullptr || storage_->copy_on_write()) return *this;
-  detail::buffer_storage::tracking track = storage_->tracking_options();
-  track.copy_on_write = true;
-  buffer out;
-  out.size_ = size_;
-  out.memory_ = memory_;
-  out.storage_ = detail::allocate_storage(size_, memory_, std::move(track));
-  out.storage_->add_slice();
-  {
-    auto src = detail::pinned_address(storage_, offset_);
-    auto dst = detail::pinned_address(out.storage_, 0);
-    detail::copy_bytes(dst.first, std::move(dst.second), src.first, std::move(src.second), size_,
-                       nullptr);
-  }
-  if (out.storage_->registry() != nullptr) out.storage_->registry()->enforce_limit();
-  return out;
+  return copy_on(nullptr, true);
 }
 
 bool buffer::is_aligned(std::size_t alignment) const {
@@ -403,10 +399,10 @@ bool buffer::is_aligned(std::size_t alignment) const {
 }
 
 buffer buffer::copy() const {
-  return copy_on(nullptr);
+  return copy_on(nullptr, is_copy_on_write());
 }
 buffer buffer::copy(stream const& s) const {
-  return copy_on(&s);
+  return copy_on(&s, is_copy_on_write());
 }
 
 void buffer::copy_out(void* dst, std::size_t bytes, stream const* s) const {

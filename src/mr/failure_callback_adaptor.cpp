@@ -1,7 +1,11 @@
+#include "resource_support.hpp"
+
 #include <gpumem/core/error.hpp>
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/failure_callback_adaptor.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace gpumem {
@@ -35,6 +39,7 @@ failure_callback_adaptor::failure_callback_adaptor(memory_resource& upstream,
   GPUMEM_EXPECTS(options_.max_retries >= 0,
                  "failure_callback_adaptor: max_retries must be >= 0, got " +
                      std::to_string(options_.max_retries));
+  if (upstream.selects_own_device()) device_ = detail::backend_of(upstream).current_device();
 }
 
 void* failure_callback_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
@@ -46,6 +51,8 @@ void* failure_callback_adaptor::do_allocate(std::size_t bytes, stream_handle str
       bool retry;
       {
         running_scope scope(this);
+        std::optional<detail::scoped_device> on_device;
+        if (device_ >= 0) on_device.emplace(detail::backend_of(*upstream_), device_);
         retry = callback_(bytes, attempt);
       }
       if (!retry) throw;

@@ -20,13 +20,16 @@ void pool_state::track_allocate(void* ptr, std::size_t size, std::size_t request
     throw logic_error(name() + ": handed out " + pool_hex(it->first) + " twice (internal error)");
 }
 
-bool pool_state::track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept {
+// A free must give the size that was asked for (memory_resource's contract), not only one that
+// rounds to the same block: checked against the requested size, so a wrong size in the block's size
+// class (or within its 256 bytes) is caught as well.
+bool pool_state::track_deallocate(void* ptr, std::size_t requested) noexcept {
   std::lock_guard<std::mutex> lock(tracking_mutex_);
   auto it = tracked_.find(reinterpret_cast<std::uintptr_t>(ptr));
   std::string problem;
   if (it == tracked_.end())
     problem = "is not allocated (double free or foreign pointer)";
-  else if (it->second.size != size)
+  else if (it->second.requested != requested)
     problem = "was allocated with " + std::to_string(it->second.requested) + " bytes, freed with " +
               std::to_string(requested);
   if (!problem.empty()) {
@@ -131,7 +134,7 @@ void pool_state::close(pool_live_chunks live) {
 // block still live out of live_bytes). Such a free is logged and counted as invalid.
 void pool_state::deallocate_after_close(void* ptr, std::size_t bytes) noexcept {
   std::size_t const size = block_size(bytes);
-  if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
+  if (options_.track_blocks && !track_deallocate(ptr, bytes)) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t const freed = closed_freed_bytes_.load(std::memory_order_relaxed);

@@ -142,7 +142,10 @@ class pool_state {
   // The calling thread's caches of this pool go back to the per-stream lists.
   void flush_calling_thread();
   void track_allocate(void* ptr, std::size_t size, std::size_t requested, stream_handle stream);
-  bool track_deallocate(void* ptr, std::size_t size, std::size_t requested) noexcept;
+  // track_blocks: forgets `ptr` and returns true when it is a live block asked for with exactly
+  // `requested` bytes; otherwise logs the pointer, the size given and the size allocated, counts
+  // an invalid deallocation and returns false (the block, if live, stays live).
+  bool track_deallocate(void* ptr, std::size_t requested) noexcept;
 
   pool_statistics statistics() const;
   void check_invariants() const;

@@ -233,7 +233,7 @@ void pool_state::deallocate(void* ptr, std::size_t bytes, stream_handle stream) 
     return;
   }
   std::size_t const size = block_size(bytes);
-  if (options_.track_blocks && !track_deallocate(ptr, size, bytes)) return;
+  if (options_.track_blocks && !track_deallocate(ptr, bytes)) return;
   bool released = false;
   pool_thread_cache* const cache = calling_thread_cache_for_free(stream, released);
   if (released) {

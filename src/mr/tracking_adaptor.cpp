@@ -4,17 +4,21 @@
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
+#include <gpumem/cuda/detail/scoped_device.hpp>
 #include <gpumem/mr/debug_memory.hpp>
 #include <gpumem/mr/owning_adaptor.hpp>
 #include <gpumem/mr/tracking_adaptor.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace gpumem {
 
 tracking_adaptor::tracking_adaptor(memory_resource& upstream, tracking_options options)
-    : upstream_(&upstream), options_(options) {}
+    : upstream_(&upstream), options_(options) {
+  if (upstream.selects_own_device()) device_ = detail::backend_of(upstream).current_device();
+}
 
 tracking_adaptor::~tracking_adaptor() {
   if (options_.report_leaks_on_destruction) report_outstanding(log_level::warn);
@@ -136,10 +140,14 @@ void tracking_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle
 
 // On the upstream's backend: `stream` is one of its streams, and the upstream orders its free after
 // that stream's work (the process-wide backend's stream would run the fill at any time, maybe after
-// the memory was handed out again).
+// the memory was handed out again). The null and per-thread handles name a stream of the current
+// device: over an upstream that selects its own device, the caller's may be another, so the
+// adaptor's device is made current for the call.
 void tracking_adaptor::poison(void* ptr, std::size_t bytes, stream_handle stream) {
   int const value = options_.poison_byte;
   device_backend& device = detail::backend_of(*upstream_);
+  std::optional<detail::scoped_device> on_device;
+  if (device_ >= 0) on_device.emplace(device, device_);
   if (upstream_->properties().host_accessible) {
     device.enqueue_host_function(stream, [ptr, value, bytes] { std::memset(ptr, value, bytes); });
   } else {

@@ -325,6 +325,68 @@ TEST(spill, copies_keep_an_opt_out_of_spilling) {
   EXPECT_EQ(b_copy.to_host(), pattern(300, 16));
 }
 
+// A copy is a buffer made when it is made, by one rule whichever call makes it (copy(),
+// as_copy_on_write(), a write that unshares a copy-on-write slice): made while a global spill
+// manager is set, it is adopted by that manager as any device buffer made then is, also when the
+// original was made before the manager was set, unless the original opted out; a copy of a buffer
+// of a manager of its own stays with that manager.
+TEST(spill, copies_made_under_a_global_manager_follow_one_rule_whichever_call_makes_them) {
+  buffer const plain = buffer::from_host(pattern(400, 18).data(), 400);
+  buffer_options cow;
+  cow.copy_on_write = true;
+  buffer const shared = buffer::from_host(pattern(200, 19).data(), 200, cow);
+  buffer_options opt_out;
+  opt_out.spillable = false;
+  buffer const opted_out = buffer::from_host(pattern(300, 20).data(), 300, opt_out);
+  spill_manager own(quiet());
+  buffer const owned = own.from_host(pattern(100, 21).data(), 100);
+  ASSERT_FALSE(plain.is_spillable());
+  ASSERT_FALSE(shared.is_spillable());
+  ASSERT_EQ(own.buffer_count(), 1u);
+
+  auto m = std::make_shared<spill_manager>(quiet());
+  set_global_spill_manager(m);
+  buffer const plain_copy = plain.copy();
+  buffer const plain_cow = plain.as_copy_on_write();
+  buffer const shared_copy = shared.copy();
+  buffer unshared = shared;  // a slice of the same owner: a write gives it its own
+  {
+    spill_lock lock;
+    (void)unshared.get_ptr(access::write);
+  }
+  buffer const opted_out_copy = opted_out.copy();
+  buffer const opted_out_cow = opted_out.as_copy_on_write();
+  buffer const owned_copy = owned.copy();
+  buffer const owned_cow = owned.as_copy_on_write();
+  set_global_spill_manager(nullptr);
+
+  EXPECT_TRUE(plain_copy.is_spillable());
+  EXPECT_TRUE(plain_cow.is_spillable()) << "as_copy_on_write() must follow copy()'s rule";
+  EXPECT_TRUE(plain_cow.is_copy_on_write());
+  EXPECT_TRUE(shared_copy.is_spillable());
+  EXPECT_TRUE(shared_copy.is_copy_on_write());
+  EXPECT_FALSE(unshared.owns_same_memory(shared));
+  EXPECT_TRUE(unshared.is_spillable());
+  EXPECT_FALSE(opted_out_copy.is_spillable());
+  EXPECT_FALSE(opted_out_cow.is_spillable());
+  EXPECT_TRUE(opted_out_cow.is_copy_on_write());
+  EXPECT_EQ(m->buffer_count(), 4u) << "the copies of the buffers that had no manager";
+  EXPECT_EQ(own.buffer_count(), 3u) << "the copies of a manager's buffer stay with it";
+  EXPECT_FALSE(plain.is_spillable()) << "the originals are as they were made";
+  EXPECT_FALSE(shared.is_spillable());
+
+  EXPECT_TRUE(m->spill(plain_cow));
+  EXPECT_TRUE(m->spill(unshared));
+  EXPECT_TRUE(own.spill(owned_cow));
+  EXPECT_EQ(plain_cow.to_host(), pattern(400, 18));
+  EXPECT_EQ(plain_copy.to_host(), pattern(400, 18));
+  EXPECT_EQ(shared_copy.to_host(), pattern(200, 19));
+  EXPECT_EQ(unshared.to_host(), pattern(200, 19));
+  EXPECT_EQ(opted_out_cow.to_host(), pattern(300, 20));
+  EXPECT_EQ(owned_cow.to_host(), pattern(100, 21));
+  EXPECT_EQ(owned_copy.to_host(), pattern(100, 21));
+}
+
 TEST(spill, a_spilled_shared_buffer_is_unspilled_then_copied_on_write) {
   spill_manager m(quiet(1));
   auto const original = pattern(6000, 12);

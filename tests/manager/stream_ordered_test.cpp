@@ -5,14 +5,21 @@
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
 #include <gpumem/manager/memory_manager_registry.hpp>
+#include <gpumem/manager/pool_manager_hooks.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/debug_memory.hpp>
+#include <gpumem/mr/failure_callback_adaptor.hpp>
+#include <gpumem/mr/limit_adaptor.hpp>
+#include <gpumem/mr/logging_adaptor.hpp>
 #include <gpumem/mr/owning_adaptor.hpp>
 #include <gpumem/mr/pool_resource.hpp>
+#include <gpumem/mr/statistics_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <sstream>
 #include <thread>
 
 #include "counted_device.hpp"
@@ -33,26 +40,32 @@ class current_device_resource final : public memory_resource {
   }
 };
 
-// The pool belongs to its device and selects it itself where a call needs it, so the manager asks
-// nothing of the device per allocation or free (on a GPU each question is a cudaGetDevice); over
-// a resource that allocates on the current device, the manager makes its device current around
-// every call.
-TEST(stream_ordered, a_pool_manager_asks_for_no_current_device_per_call) {
-  if (debug_memory_enabled())
-    GTEST_SKIP() << "GPUMEM_DEBUG_MEMORY puts the tracking adaptor, which allocates on the current "
-                    "device, over the pool";
-  test::counted_device device(64 * MiB);
-  context ctx(0, load_memory_manager("pool"));
-  memory_manager& m = ctx.memory_manager();
-  stream_handle const s = backend().create_stream(true);
-  { memory_pointer warm = m.allocate(4 * KiB, s); }  // the growth selects the device
+// The current-device questions of ten allocations and frees (owned and unowned) on `s` once the
+// pool has grown (its growth selects the device).
+int device_queries_of_warm_calls(memory_manager& m, stream_handle s, test::counted_device& device) {
+  { memory_pointer warm = m.allocate(4 * KiB, s); }
   device.counter->device_queries = 0;
   for (int i = 0; i < 10; ++i) {
     memory_pointer p = m.allocate(4 * KiB, s);
     void* const q = m.allocate_unowned(8 * KiB, s);
     m.unowned()->deallocate(q, 8 * KiB, s);
   }
-  EXPECT_EQ(device.counter->device_queries, 0);
+  return device.counter->device_queries;
+}
+
+// The pool belongs to its device and selects it itself where a call needs it, so the manager asks
+// nothing of the device per allocation or free (on a GPU each question is a cudaGetDevice); over
+// a resource that allocates on the current device, the manager makes its device current around
+// every call.
+TEST(stream_ordered, a_pool_manager_asks_for_no_current_device_per_call) {
+  if (debug_memory_enabled())
+    GTEST_SKIP() << "GPUMEM_DEBUG_MEMORY puts the tracking adaptor over the pool, which makes "
+                    "the pool's device current to poison each freed block";
+  test::counted_device device(64 * MiB);
+  context ctx(0, load_memory_manager("pool"));
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  EXPECT_EQ(device_queries_of_warm_calls(m, s, device), 0);
 
   context plain(0, [](context& c) {
     return std::make_unique<resource_memory_manager>(c,
@@ -61,6 +74,32 @@ TEST(stream_ordered, a_pool_manager_asks_for_no_current_device_per_call) {
   device.counter->device_queries = 0;
   { memory_pointer p = plain.memory_manager().allocate(4 * KiB, s); }
   EXPECT_EQ(device.counter->device_queries, 2) << "one per allocation, one per free";
+  m.release_stream(s);
+  backend().destroy_stream(s);
+}
+
+// The same through adaptors over the pool: each forwards selects_own_device, so the manager calls
+// a stack over a pool as it calls the pool.
+TEST(stream_ordered, a_manager_over_adaptors_over_a_pool_asks_for_no_current_device_per_call) {
+  if (debug_memory_enabled())
+    GTEST_SKIP() << "GPUMEM_DEBUG_MEMORY puts the tracking adaptor over the stack, which makes "
+                    "the pool's device current to poison each freed block";
+  test::counted_device device(64 * MiB);
+  std::ostringstream log;
+  context ctx(0, [&log](context& c) {
+    auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>());
+    resource_memory_manager::hooks hooks = pool_manager_hooks(pool->adaptor());
+    auto stats = make_owning_adaptor<statistics_adaptor>(std::move(pool));
+    auto limited = make_owning_adaptor<limit_adaptor>(std::move(stats), 32 * MiB);
+    auto retried = make_owning_adaptor<failure_callback_adaptor>(
+        std::move(limited), [](std::size_t, int) { return false; });
+    std::shared_ptr<memory_resource> logged =
+        make_owning_adaptor<logging_adaptor>(std::move(retried), log);
+    return std::make_unique<resource_memory_manager>(c, std::move(logged), std::move(hooks));
+  });
+  memory_manager& m = ctx.memory_manager();
+  stream_handle const s = backend().create_stream(true);
+  EXPECT_EQ(device_queries_of_warm_calls(m, s, device), 0);
   m.release_stream(s);
   backend().destroy_stream(s);
 }

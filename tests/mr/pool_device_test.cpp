@@ -2,7 +2,7 @@
 // synchronisations happen there whichever device the calling thread has current, and the caller's
 // device is left as it was. Checked on a simulated second device (a backend that forwards to the
 // real one and notes every device call made while device 1 is current).
-#include "../support/forwarding_backend.hpp"
+#include "../support/two_device_backend.hpp"
 #include "pool_test_support.hpp"
 
 #include <gpumem/core/error.hpp>
@@ -19,93 +19,7 @@
 namespace gpumem {
 namespace {
 
-class two_device_backend final : public test::forwarding_backend {
- public:
-  using forwarding_backend::forwarding_backend;
-  int device_count() override { return 2; }
-  int current_device() override { return current(); }
-  void set_current_device(int ordinal) override {
-    if (ordinal < 0 || ordinal > 1)
-      throw logic_error("two_device_backend: no device " + std::to_string(ordinal));
-    current() = ordinal;
-  }
-  void synchronize() override {
-    note("synchronize");
-    inner_.synchronize();
-  }
-  void* allocate(std::size_t bytes) override {
-    note("allocate");
-    return inner_.allocate(bytes);
-  }
-  void deallocate(void* ptr) override {
-    note("deallocate");
-    inner_.deallocate(ptr);
-  }
-  event_handle create_event(bool timing) override {
-    note("create_event");
-    return inner_.create_event(timing);
-  }
-  memory_info get_memory_info() override {
-    note("get_memory_info");
-    return inner_.get_memory_info();
-  }
-  stream_handle create_stream(bool non_blocking) override {
-    note("create_stream");
-    return inner_.create_stream(non_blocking);
-  }
-  physical_handle create_physical(std::size_t bytes) override {
-    note("create_physical");
-    return inner_.create_physical(bytes);
-  }
-  void map_physical(void* address, std::size_t bytes, physical_handle chunk) override {
-    note("map_physical");
-    inner_.map_physical(address, bytes, chunk);
-  }
-  void unmap(void* address, std::size_t bytes) override {
-    note("unmap");
-    inner_.unmap(address, bytes);
-  }
-  void* reserve_address_range(std::size_t bytes) override {
-    note("reserve_address_range");
-    return inner_.reserve_address_range(bytes);
-  }
-  // The null, legacy and per-thread handles name a stream of the current device: calls on them
-  // must be made on the pool's device. (A created stream and an event carry their device.)
-  void record_event(event_handle event, stream_handle stream) override {
-    note_on(stream, "record_event");
-    inner_.record_event(event, stream);
-  }
-  bool query_stream(stream_handle stream) override {
-    note_on(stream, "query_stream");
-    return inner_.query_stream(stream);
-  }
-  void synchronize_stream(stream_handle stream) override {
-    note_on(stream, "synchronize_stream");
-    inner_.synchronize_stream(stream);
-  }
-
-  // Device calls made while device 1 was current.
-  std::vector<std::string> on_wrong_device() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return wrong_;
-  }
-
- private:
-  static int& current() {
-    thread_local int device = 0;
-    return device;
-  }
-  void note_on(stream_handle stream, char const* call) {
-    if (reinterpret_cast<std::uintptr_t>(stream) <= 2) note(call);
-  }
-  void note(char const* call) {
-    if (current() == 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    wrong_.emplace_back(call);
-  }
-  std::mutex mutex_;
-  std::vector<std::string> wrong_;
-};
+using test::two_device_backend;
 
 // cudaMalloc on the backend's current device.
 class backend_upstream final : public memory_resource {

@@ -7,11 +7,14 @@
 #include <gpumem/mr/detail/pool_size_classes.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
+#include "log_capture.hpp"
 #include "pool_test_support.hpp"
 #include "resource_test_support.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <string>
@@ -235,6 +238,48 @@ TEST_F(pool_test, tracking_catches_double_free_and_wrong_size) {
   EXPECT_NE(errors[1].find("allocated with 10485760 bytes"), std::string::npos) << errors[1];
   pool.check_invariants();
   pool.deallocate(q, 10 * MiB, a);
+  pool.check_invariants();
+}
+
+// track_blocks keeps the size each block was asked for, and a free must give that size: a wrong
+// size that rounds to the same block (the same size class, the same 256 bytes of a large block)
+// is caught as well, not only one that would free another amount of memory. Each is named with
+// the pointer, the size given and the size allocated, and ignored: the block stays live.
+TEST_F(pool_test, tracking_catches_a_wrong_size_that_rounds_to_the_same_block) {
+  pool_options options;
+  options.track_blocks = true;
+  pool_resource pool(upstream, options);
+  ASSERT_EQ(pool_size_class(1000), pool_size_class(1001)) << "the case under test";
+  void* small = pool.allocate(1000, a);
+  void* large = pool.allocate(10 * MiB + 1000, a);  // rounded to 10 MiB + 1024
+  std::vector<std::string> errors;
+  {
+    test::error_log_capture log;
+    pool.deallocate(small, 1001, a);
+    pool.deallocate(large, 10 * MiB + 1001, a);
+    errors = log.errors();
+  }
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 2u);
+  EXPECT_EQ(pool.statistics().requested_bytes, 10 * MiB + 2000) << "both blocks are still live";
+  ASSERT_EQ(errors.size(), 2u);
+  auto const expect_names = [](std::string const& error, void* p, std::size_t given,
+                               std::size_t allocated) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+    EXPECT_NE(error.find(std::string(hex) + ", " + std::to_string(given) + ")"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("allocated with " + std::to_string(allocated) + " bytes"),
+              std::string::npos)
+        << error;
+  };
+  expect_names(errors[0], small, 1001, 1000);
+  expect_names(errors[1], large, 10 * MiB + 1001, 10 * MiB + 1000);
+  pool.check_invariants();
+  pool.deallocate(small, 1000, a);
+  pool.deallocate(large, 10 * MiB + 1000, a);
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 2u);
+  EXPECT_EQ(pool.statistics().requested_bytes, 0u);
   pool.check_invariants();
 }
 

@@ -155,8 +155,8 @@ class buffer {
   // A shallow copy: the same as copying the handle (a new slice under copy-on-write).
   buffer shallow_copy() const { return *this; }
   // This buffer's bytes in a copy-on-write buffer: a shallow copy when it is copy-on-write
-  // already, otherwise a deep copy into a new copy-on-write buffer of the same memory (and, for
-  // a spillable buffer, the same spill manager).
+  // already, otherwise a deep copy into a new copy-on-write buffer of the same memory, made as
+  // copy() makes its copies (below).
   buffer as_copy_on_write() const;
 
   // Whether get_ptr's address is a multiple of `alignment` (a power of two), without unspilling
@@ -167,7 +167,9 @@ class buffer {
   // [offset, offset + bytes) of this buffer as a view sharing its storage.
   buffer slice(std::size_t offset, std::size_t bytes) const;
   // A new buffer of the same kind and options (copy-on-write, spill manager, spillable = false)
-  // with a copy of the bytes (synchronous / asynchronous on `s`).
+  // with a copy of the bytes (synchronous / asynchronous on `s`). A copy of a device buffer
+  // without a spill manager is adopted by the global spill manager of the current device if one
+  // is set now (as any device buffer made now is), unless the original opted out.
   buffer copy() const;
   buffer copy(stream const& s) const;
   // Copies the first `bytes` bytes into host memory at `dst` (synchronous / asynchronous on `s`).
@@ -195,9 +197,11 @@ class buffer {
   friend class spill_lock;
   static buffer allocate_from_host(void const* data, std::size_t bytes, stream const* s,
                                    buffer_options const& options);
-  static buffer allocate_like(std::size_t bytes, detail::buffer_storage const& like);
+  static buffer allocate_like(std::size_t bytes, detail::buffer_storage const& like,
+                              bool copy_on_write);
   void copy_out(void* dst, std::size_t bytes, stream const* s) const;
-  buffer copy_on(stream const* s) const;
+  // A new buffer made as this one was (allocate_like), copy-on-write or not, with its bytes.
+  buffer copy_on(stream const* s, bool copy_on_write) const;
   void const* address() const noexcept;
   void* tracked_ptr(access mode, char const* file, int line) const;
   // spill_lock::hold: pins the storage in `lock` without handing out a pointer.

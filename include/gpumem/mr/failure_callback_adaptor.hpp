@@ -29,6 +29,11 @@ struct failure_callback_options {
 // throws without calling the callback again — so a callback that allocates can never recurse
 // without end. Other threads are not affected and may call the callback concurrently.
 //
+// Device: as its upstream's (selects_own_device forwards it). Over an upstream that selects its
+// own device (a pool), callers need not make a device current, so the adaptor belongs, as a pool
+// does, to the device current when it is constructed, and runs the callback with that device
+// current (the caller's is restored after it).
+//
 // Ownership: references `upstream`; owns the callback. Both must outlive the adaptor's use.
 // Thread safety: thread safe if the callback is (it may be called from several threads at once).
 // Stream semantics: those of the upstream; the retry uses the same stream.
@@ -42,6 +47,7 @@ class failure_callback_adaptor final : public memory_resource {
   std::string name() const override { return "failure_callback_adaptor over " + upstream_->name(); }
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
+  bool selects_own_device() const noexcept override { return upstream_->selects_own_device(); }
   device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
@@ -53,6 +59,9 @@ class failure_callback_adaptor final : public memory_resource {
   memory_resource* upstream_;
   allocation_failure_callback callback_;
   failure_callback_options options_;
+  // The device current at construction, made current around the callback when the upstream
+  // selects its own device (-1: it does not; the caller's current device is the upstream's).
+  int device_ = -1;
 };
 
 }  // namespace gpumem

@@ -71,7 +71,10 @@ class memory_resource {
   // True where a call may come with any device current: the resource belongs to one device and
   // makes it current itself where a call needs it (pool_resource). A caller that would otherwise
   // make the device current around every call (a memory manager: one cudaGetDevice per call)
-  // may skip that. False by default: most resources allocate on the current device.
+  // may skip that. False by default: most resources allocate on the current device. Adaptors
+  // forward their upstream's, so a stack over a pool is called as the pool is; an adaptor that
+  // does device work of its own (tracking_adaptor's poisoning, failure_callback_adaptor's
+  // callback) then does it on the device current at its construction.
   virtual bool selects_own_device() const noexcept { return false; }
   // The device backend whose memory and streams this resource works on, or null for the
   // process-wide gpumem::backend() (the default). Upstreams return the backend they were given,

@@ -91,9 +91,12 @@ struct pool_options {
   // unmap and map per page, so the target trades memory for time where shapes keep changing. At
   // least 1.
   double held_target = 1.125;
-  // Records every live block: check_invariants() then proves an exact cover of every chunk, and a
-  // double free or a wrong size is caught (logged and ignored) instead of corrupting the pool.
-  // Costs a mutex per call: for tests and debugging.
+  // Records every live block with the size asked for: check_invariants() then proves an exact
+  // cover of every chunk, and a double free, a foreign pointer or a free with another size than
+  // the one asked for (even one of the same size class) is caught instead of corrupting the pool:
+  // logged at error level with the pointer and the sizes, counted in invalid_deallocations, and
+  // ignored (the block stays live). Costs a mutex per call: for tests and debugging. Without it, a
+  // second free of a block of a cached size is not caught (docs/mr.md).
   bool track_blocks = false;
   // Streams and events are those of this backend (null: gpumem::backend()).
   device_backend* backend = nullptr;

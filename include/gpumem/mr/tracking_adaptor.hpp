@@ -49,6 +49,11 @@ struct outstanding_allocation {
 // filled with fill_async; host-accessible memory (pinned, managed) with a memset run in stream
 // order by enqueue_host_function, so the pattern lands after the work enqueued before the free.
 //
+// Device: as its upstream's (selects_own_device forwards it). Over an upstream that selects its
+// own device (a pool), callers need not make a device current, so the adaptor belongs, as a pool
+// does, to the device current when it is constructed (make it there, on the pool's device), and
+// poisons with that device current, whichever the caller has (and leaves the caller's as it was).
+//
 // Ownership: references `upstream`, which must outlive the adaptor.
 // Thread safety: thread safe; the pointer table is guarded by one mutex (debug tool: correctness
 // over speed). The upstream call runs outside the lock.
@@ -71,6 +76,7 @@ class tracking_adaptor final : public memory_resource {
   std::string name() const override { return "tracking_adaptor over " + upstream_->name(); }
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
+  bool selects_own_device() const noexcept override { return upstream_->selects_own_device(); }
   device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
@@ -80,6 +86,9 @@ class tracking_adaptor final : public memory_resource {
 
   memory_resource* upstream_;
   tracking_options options_;
+  // The device current at construction, made current for the poisoning when the upstream selects
+  // its own device (-1: it does not; the caller's current device is the upstream's).
+  int device_ = -1;
   mutable std::mutex mutex_;
   std::unordered_map<void*, outstanding_allocation> live_;
   std::unordered_set<void*> recently_freed_;
