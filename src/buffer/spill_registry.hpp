@@ -110,6 +110,10 @@ class spill_registry : public std::enable_shared_from_this<spill_registry> {
   device_backend* backend_;
   stream_handle to_host_stream_ = nullptr;
   stream_handle to_device_stream_ = nullptr;
+  // Recorded on the null stream before each copy to the device: the block came from memalloc, on
+  // the null stream, and what was queued there before its reuse (a free in stream order, a debug
+  // fill of the freed block) must come before the copy on the non-blocking to_device_stream_.
+  event_handle null_stream_done_ = nullptr;
   std::unique_ptr<counted_pinned_resource> pinned_;
   std::unique_ptr<pool_resource> host_pool_;
   std::atomic<bool> orphaned_{false};

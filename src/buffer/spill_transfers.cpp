@@ -43,6 +43,7 @@ spill_registry::spill_registry(int device, spill_options const& options)
   to_host_stream_ = backend_->create_stream(true);
   try {
     to_device_stream_ = backend_->create_stream(true);
+    null_stream_done_ = backend_->create_event(false);
     pinned_ = std::make_unique<counted_pinned_resource>();
     pool_options pool;
     pool.chunk_size = std::max<std::size_t>(options.host_pool_growth, 2u << 20);
@@ -54,6 +55,7 @@ spill_registry::spill_registry(int device, spill_options const& options)
                        ? *options.spill_ahead
                        : std::min<std::size_t>(std::size_t{64} << 20, device_total_ / 64);
   } catch (...) {
+    if (null_stream_done_ != nullptr) backend_->destroy_event(null_stream_done_);
     if (to_device_stream_ != nullptr) backend_->destroy_stream(to_device_stream_);
     backend_->destroy_stream(to_host_stream_);
     throw;
@@ -68,6 +70,7 @@ spill_registry::~spill_registry() {
     backend_->synchronize_stream(to_device_stream_);
     host_pool_.reset();
     pinned_.reset();
+    backend_->destroy_event(null_stream_done_);
     backend_->destroy_stream(to_host_stream_);
     backend_->destroy_stream(to_device_stream_);
   } catch (std::exception const& e) {
@@ -115,6 +118,11 @@ double spill_registry::copy_to_device(void* dst, host_copy const& src) {
   scoped_device on_device(device_);
   auto const start = std::chrono::steady_clock::now();
   auto* to = static_cast<unsigned char*>(dst);
+  // `dst` is memalloc's, on the null stream, which a non-blocking stream does not wait for (see
+  // null_stream_done_). Concurrent unspills may record in any order: each waits for a record made
+  // after its own block was handed out.
+  backend_->record_event(null_stream_done_, nullptr);
+  backend_->stream_wait_event(to_device_stream_, null_stream_done_);
   for (std::size_t i = 0; i < src.blocks().size(); ++i)
     backend_->copy_async(to + i * src.piece(), src.blocks()[i], src.block_bytes(i),
                          to_device_stream_);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -70,6 +71,28 @@ TEST(spill_order, thousands_of_buffers_go_least_recently_used_first) {
   EXPECT_TRUE(buffers[order[0]].is_spilled());
   EXPECT_EQ(m.spill_device_memory(1), 0u) << "only the exposed and the held buffer are left";
   m.check_invariants();
+}
+
+TEST(spill_release, an_unspill_copies_after_the_null_streams_earlier_work_on_its_block) {
+  // The unspilled buffer's block comes from memalloc, on the null stream, where it may have been
+  // freed in stream order behind work that still writes it: the copy back, on the spill manager's
+  // own non-blocking stream, must come after that work.
+  test::scoped_manager pool("pool");
+  spill_manager m(quiet(1));
+  auto const data = pattern(64 * KiB, 7);
+  buffer b = m.from_host(data.data(), data.size());
+  ASSERT_TRUE(m.spill(b));
+  memory_manager& manager = current_context().memory_manager();
+  {
+    memory_pointer block = manager.allocate(64 * KiB, nullptr);
+    void* const p = block.device_pointer();
+    backend().enqueue_host_function(
+        nullptr, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+    backend().fill_async(p, 0xAB, 64 * KiB, nullptr);  // runs after the wait above
+  }  // freed in stream order on the null stream: the pool may hand it out there at once
+  EXPECT_EQ(b.to_host(), data);
+  backend().synchronize();
+  EXPECT_EQ(b.to_host(), data);
 }
 
 TEST(spill_release, spilled_memory_is_freed_at_once_without_a_device_synchronisation) {
