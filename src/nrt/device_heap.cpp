@@ -40,8 +40,7 @@ unsigned log2_exact(std::size_t v) {
 
 // Offsets of the metadata arrays inside the region, for `slabs` slabs and `shards` shards.
 struct layout {
-  std::size_t counters = 0, slots = 0, bitmap = 0, remaining = 0, slab_info = 0, block_bits = 0;
-  std::size_t slabs = 0;
+  std::size_t counters = 0, slots = 0, bitmap = 0, remaining = 0, slab_info = 0, slabs = 0;
   std::size_t end = 0;
 };
 
@@ -52,8 +51,7 @@ layout plan(std::size_t slabs, unsigned shards, std::size_t slab_bytes) {
   l.bitmap = align_up(l.slots + std::size_t{detail::slab_class_count} * shards * 8, 8);
   l.remaining = align_up(l.bitmap + (slabs + 63) / 64 * 8, 8);
   l.slab_info = l.remaining + slabs * 4;
-  l.block_bits = align_up(l.slab_info + slabs * 4, 8);
-  l.slabs = align_up(l.block_bits + slabs * (slab_bytes / 128), region_alignment);
+  l.slabs = align_up(l.slab_info + slabs * 4, region_alignment);
   l.end = l.slabs + slabs * slab_bytes;
   return l;
 }
@@ -140,8 +138,6 @@ void device_heap::build(heap_options const& options) {
   ref_.remaining = reinterpret_cast<std::uint32_t*>(base + l.remaining);
   ref_.slab_info = reinterpret_cast<std::uint32_t*>(base + l.slab_info);
   ref_.slots = reinterpret_cast<unsigned long long*>(base + l.slots);
-  ref_.block_bits = reinterpret_cast<unsigned long long*>(base + l.block_bits);
-  // All metadata zero: a slab not yet taken has no block bit set, so a free into it is reported.
   backend().fill(base, 0, l.slabs);
   std::vector<unsigned long long> const empty_slots(std::size_t{detail::slab_class_count} * shards,
                                                     detail::slot_empty);
@@ -169,8 +165,8 @@ void device_heap::check() {
     write_device(&ref_.counters->first_invalid_free, 0ull);
     std::ostringstream out;
     out << name() << ": " << c.invalid_frees
-        << " free(s) of pointers that are no block of the heap (outside it, inside a block, or a "
-           "block freed twice), first 0x"
+        << " free(s) of pointers that are no block of the heap (outside it, inside a large block, "
+           "or a large block freed twice), first 0x"
         << std::hex << c.first_invalid_free;
     throw logic_error(out.str());
   }
@@ -221,9 +217,6 @@ void device_heap::trim() {
     if (freed != bump) continue;
     slots[i] = detail::slot_empty;
     bitmap[slab / 64] &= ~(1ull << (slab % 64));
-    // The blocks never handed out keep their bits: clear them, so that a free of one is reported.
-    std::size_t const words = detail::block_words(ref_.slab_shift);
-    backend().fill(ref_.block_bits + slab * words, 0, words * 8);
     ++released;
   }
   if (released == 0) return;

@@ -99,7 +99,6 @@ TEST(cuda_warp, the_host_warp_has_one_lane) {
   EXPECT_EQ(gpumem::warp::ballot(1u, false), 0u);
   EXPECT_EQ(gpumem::warp::match_any(1u, 42), 1u);
   EXPECT_EQ(gpumem::warp::shuffle(1u, 3.5, 0), 3.5);
-  EXPECT_EQ(gpumem::warp::reduce_or(1u, 0x8000000000000001ull), 0x8000000000000001ull);
   EXPECT_EQ(gpumem::warp::lowest_lane(0b1000u), 3u);
   EXPECT_EQ(gpumem::warp::popcount(0b1011u), 3);
 }

@@ -346,14 +346,13 @@ class strings_heap : public gpumem::test::strings::strings_fixture {
   std::unique_ptr<device_array<void*>> hog_;
 };
 
-// The allocations n one-byte appends make on `heap`, by the growth rule.
-unsigned expected_allocations(gpumem::nrt::heap_ref const& heap, size_type n, size_type& capacity) {
+// The allocations n one-byte appends make, by the growth rule.
+unsigned expected_allocations(size_type n, size_type& capacity) {
   unsigned allocations = 0;
   capacity = 0;
   for (size_type size = 1; size <= n; ++size) {
     if (size > capacity) {
-      capacity =
-          strings::detail::grown_capacity(heap, capacity, size, udf_string::minimum_capacity);
+      capacity = strings::detail::grown_capacity(capacity, size, udf_string::minimum_capacity);
       ++allocations;
     }
   }
@@ -366,7 +365,7 @@ TEST_F(strings_heap, appends_grow_by_doubling) {
     ms().reset_statistics();
     EXPECT_EQ(run(append_ascii, n), "") << "n = " << n;
     size_type capacity = 0;
-    unsigned const allocations = expected_allocations(ms().heap().handle(), n, capacity);
+    unsigned const allocations = expected_allocations(n, capacity);
     gpumem::nrt::memsys_statistics const s = ms().statistics();
     EXPECT_EQ(s.alloc, allocations) << "n = " << n;
     EXPECT_EQ(s.free, allocations) << "n = " << n << ": the destructor frees";
@@ -376,7 +375,7 @@ TEST_F(strings_heap, appends_grow_by_doubling) {
   }
   // 100000 appends: 16 .. 16384 (11), 32768, 65536, 131072.
   size_type capacity = 0;
-  EXPECT_EQ(expected_allocations(ms().heap().handle(), 100000, capacity), 14u);
+  EXPECT_EQ(expected_allocations(100000, capacity), 14u);
   EXPECT_EQ(capacity, 131072);
 }
 
@@ -385,7 +384,7 @@ TEST_F(strings_heap, many_threads_append_at_once) {
   ms().reset_statistics();
   EXPECT_EQ(run(append_ascii, 300, threads), "");
   size_type capacity = 0;
-  unsigned const allocations = expected_allocations(ms().heap().handle(), 300, capacity);
+  unsigned const allocations = expected_allocations(300, capacity);
   EXPECT_EQ(ms().statistics().alloc, std::uint64_t{allocations} * threads);
 }
 

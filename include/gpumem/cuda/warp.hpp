@@ -1,12 +1,11 @@
 // gpumem/cuda/warp.hpp
 //
 // Warp primitives for device code that also runs on the host backend. On the device they are the
-// CUDA warp intrinsics (__activemask, __ballot_sync, __match_any_sync, __shfl_sync,
-// __reduce_or_sync, %laneid); on the host a "warp" is one thread, so the active mask is 1, the lane
-// is 0, a ballot is the predicate itself and a shuffle or a reduction returns its own value.
-// Algorithms written against these helpers (warp-aggregated atomics: elect a leader among lanes
-// with the same key, one atomic for the group, broadcast the result) run unchanged on both
-// backends, so CI exercises the algorithm.
+// CUDA warp intrinsics (__activemask, __ballot_sync, __match_any_sync, __shfl_sync, %laneid); on
+// the host a "warp" is one thread, so the active mask is 1, the lane is 0, a ballot is the
+// predicate itself and a shuffle returns its own value. Algorithms written against these helpers
+// (warp-aggregated atomics: elect a leader among lanes with the same key, one atomic for the
+// group, broadcast the result) run unchanged on both backends, so CI exercises the algorithm.
 //
 // Masks name the lanes that take part; every lane in `mask` must call the same helper (CUDA's
 // *_sync rule). Callers get `mask` from active_mask() at the point of divergence.
@@ -108,27 +107,6 @@ GPUMEM_HD T shuffle(unsigned mask, T value, unsigned source) {
 #else
   (void)mask;
   (void)source;
-  return value;
-#endif
-}
-
-// The bitwise or of `value` over the lanes of `mask`, in each of them (on sm_80 and newer two
-// __reduce_or_sync, before that one shuffle per lane).
-GPUMEM_HD inline std::uint64_t reduce_or(unsigned mask, std::uint64_t value) {
-#if GPUMEM_DEVICE_PASS
-#if __CUDA_ARCH__ >= 800
-  std::uint64_t const lo = __reduce_or_sync(mask, static_cast<unsigned>(value));
-  std::uint64_t const hi = __reduce_or_sync(mask, static_cast<unsigned>(value >> 32));
-  return (hi << 32) | lo;
-#else
-  std::uint64_t all = 0;
-  for (unsigned m = mask; m != 0; m &= m - 1)
-    all |=
-        __shfl_sync(mask, static_cast<unsigned long long>(value), __ffs(static_cast<int>(m)) - 1);
-  return all;
-#endif
-#else
-  (void)mask;
   return value;
 #endif
 }

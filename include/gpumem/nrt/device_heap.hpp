@@ -17,8 +17,7 @@
 // named functor with a GPUMEM_HD operator() needs nothing.)
 //
 // Sizing: `bytes` (0 = GPUMEM_DEVICE_HEAP_SIZE, 256 MiB by default) is the whole region: the
-// metadata (a bitmap, two words per slab, the slots, and the block bits: 1/128 of each slab) is
-// carved from its front, the rest is slabs.
+// metadata (a bitmap, two words per slab, the slots) is carved from its front, the rest is slabs.
 // heap_kind::cuda_malloc serves blocks from CUDA's in-kernel malloc instead (sized to `bytes` via
 // cudaLimitMallocHeapSize; std::malloc on the host backend), for comparison.
 //
@@ -62,10 +61,8 @@ struct heap_usage {
 GPUMEM_HD inline void* allocate(heap_ref h, std::size_t bytes) {
   return detail::heap_allocate(h, bytes);
 }
-// Gives back a block that allocate() returned from the same heap; null is ignored. A pointer that
-// is no block of the heap (outside it, inside a block) or a block freed a second time changes
-// nothing and is reported by device_heap::check() (logic_error; docs/nrt.md says when a small
-// block's second free cannot be seen).
+// Gives back a block that allocate() returned from the same heap; null is ignored. A pointer
+// outside the heap changes nothing and is reported by device_heap::check() (logic_error).
 GPUMEM_HD inline void deallocate(heap_ref h, void* p) {
   detail::heap_deallocate(h, p);
 }
@@ -91,8 +88,7 @@ class device_heap {
 
   // Synchronises, then reports what kernels recorded since the last check, and clears it:
   // gpumem::out_of_memory (requested = the first failing size, allocator = name()) when any
-  // allocation returned null; gpumem::logic_error when a pointer that is no block of the heap, or
-  // a block already freed, was freed.
+  // allocation returned null; gpumem::logic_error when a pointer outside the heap was freed.
   void check();
   // Synchronises and reads the slab counters (zeros for cuda_malloc, which does not say).
   heap_usage usage();

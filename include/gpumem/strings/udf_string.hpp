@@ -11,9 +11,8 @@
 //   strings::string_view v = out;            // valid until the string changes or dies
 //
 // Growth: the capacity at least doubles on every reallocation and is rounded to a power of two up
-// to 64 KiB (the heap's size classes), above to all that the heap's block holds (whole slabs on
-// gpumem's heap, nothing more on cuda_malloc), so n appends make O(log n) allocations. reserve()
-// once when the final size is known: then appends never allocate.
+// to 64 KiB (the heap's size classes), so n appends make O(log n) allocations. reserve() once when
+// the final size is known: then appends never allocate.
 //
 // Errors: nothing throws or traps. A failed allocation (or a size past INT64_MAX) frees the buffer
 // and leaves the string empty and failed with errc::out_of_memory; set_error(e) does the same with

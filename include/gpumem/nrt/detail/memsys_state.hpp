@@ -18,7 +18,7 @@
 #include <gpumem/core/atomic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/cuda/warp.hpp>
-#include <gpumem/nrt/detail/heap_ref.hpp>
+#include <gpumem/nrt/detail/slab_heap.hpp>
 
 #include <cstdint>
 

@@ -1,14 +1,8 @@
 // gpumem/nrt/detail/slab_heap.hpp
 //
 // The algorithms of gpumem's device heap (device code, GPUMEM_HD; the host backend runs the same
-// code with one-lane warps), and its two entry points, heap_allocate and heap_deallocate. The
-// host-side owner is gpumem::nrt::device_heap; this code only knows a `heap_ref`: the layout of
-// the heap's device memory, passed by value. The parts:
-//   nrt/detail/heap_ref.hpp      heap_ref, heap kinds, size classes, the counters device code
-//                                reports through
-//   nrt/detail/slab_bitmap.hpp   the slab bitmap: claiming and releasing slabs, bounded retries
-//   nrt/detail/small_blocks.hpp  slots, warp-aggregated reservation, small frees
-//   nrt/detail/large_blocks.hpp  runs of slabs
+// code with one-lane warps). The host-side owner is gpumem::nrt::device_heap; this file only
+// knows a `heap_ref`: the layout of the heap's device memory, passed by value.
 //
 // Layout. The heap is an array of equal slabs (a power of two, 128 KiB by default) and a bitmap
 // with one bit per slab (1 = in use). A slab either serves one small size class (16 B << c for
@@ -29,14 +23,11 @@
 // states are encoded to absorb it (see slot_word).
 //
 // Freeing. Each slab has `remaining` = capacity + 1 at acquisition: one per block, plus one for
-// being some slot's current slab (dropped at retirement), and one bit per block, all set (the
-// block bits: 1/128 of the slab's bytes). A free clears its block's bit (one fetch_and per warp
-// and per word of 64 blocks) and, when the bit was set, subtracts from `remaining`
-// (warp-aggregated per slab); the thread that brings it to zero releases the slab to the bitmap. A
-// bit found clear is a second free: reported, nothing else changes. Blocks are not reused inside a
-// slab: a slab is recycled whole, which keeps the fast path to one atomic per warp and per slab
-// (and one per word of block bits). The price: one live block keeps its slab (and a slot's current
-// slab stays held until trim()).
+// being some slot's current slab (dropped at retirement). A free subtracts (warp-aggregated per
+// slab); the thread that brings it to zero releases the slab to the bitmap. Blocks are not reused
+// inside a slab: a slab is recycled whole, which keeps the fast path to one atomic per warp and
+// per slab. The price: one live block keeps its slab (and a slot's current slab stays held until
+// trim()).
 //
 // Shards spread the hot slot words (per SM on the device): one global counter tops out near
 // 42 G atomics/s on an H200, far below what warp aggregation over many slots reaches.
@@ -47,22 +38,401 @@
 //
 // Exhaustion returns null and records the failure (count, first failing size) for the host's
 // device_heap::check(); so does a size no heap can serve (above max_allocation_bytes, or one whose
-// round-up to whole slabs would wrap). A bad free (outside the heap, inside a block, a block
-// already freed) is recorded the same way and changes nothing. Nothing here traps or throws.
+// round-up to whole slabs would wrap). Nothing here traps or throws.
 #pragma once
 
 #include <gpumem/core/atomic.hpp>
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
-#include <gpumem/nrt/detail/heap_ref.hpp>
-#include <gpumem/nrt/detail/large_blocks.hpp>
-#include <gpumem/nrt/detail/small_blocks.hpp>
+#include <gpumem/cuda/warp.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
-namespace gpumem::nrt::detail {
+namespace gpumem::nrt {
+
+// Which allocator serves the heap: gpumem's slab heap, or CUDA's in-kernel malloc (std::malloc on
+// the host backend), kept for comparison.
+enum class heap_kind : std::uint32_t { gpumem = 0, cuda_malloc = 1 };
+
+namespace detail {
+
+// 16 B .. 64 KiB; above, whole slabs: every block stays within twice its request (docs/nrt.md).
+inline constexpr unsigned slab_class_count = 13;
+inline constexpr std::size_t max_small_block = std::size_t{16} << (slab_class_count - 1);
+inline constexpr std::uint32_t no_slab = 0xFFFFFFFFu;
+inline constexpr std::uint32_t large_run = 0xFFu;  // slab_info kind of a large run's first slab
+// slab_info kind of a slab inside a live run, or of a freed run's first slab: not a block's start.
+inline constexpr std::uint32_t not_a_run = 0xFEu;
+
+// Counters the device writes and the host reads (device_heap::check(), usage()).
+struct heap_counters {
+  unsigned long long failures;           // allocations that returned null
+  unsigned long long first_failed_size;  // size of the first one (0 = none yet)
+  // Pointers given to deallocate that are no block of the heap: outside it, or a large block's
+  // interior, or a large block already freed (a small block's second free is not seen).
+  unsigned long long invalid_frees;
+  unsigned long long first_invalid_free;
+  unsigned long long used_slabs;
+  unsigned long long peak_slabs;
+};
+
+// The small handle kernels receive by value. Every pointer is device memory owned by the
+// device_heap the handle came from.
+struct heap_ref {
+  heap_kind kind;
+  std::uint32_t slab_shift;  // log2 of the slab size
+  std::uint32_t slab_count;
+  std::uint32_t shard_count;
+  std::uint32_t bitmap_words;
+  char* slabs;
+  unsigned long long* bitmap;
+  std::uint32_t* remaining;   // per slab (small classes)
+  std::uint32_t* slab_info;   // per slab: class, or large_run | run length << 8 on a run's first
+  unsigned long long* slots;  // [class][shard]
+  heap_counters* counters;
+};
+
+// A shard index for the calling thread: its SM on the device (so warps of one SM share slot
+// words), a per-thread value on the host.
+std::uint32_t host_shard_hint() noexcept;
+
+GPUMEM_HD inline std::uint32_t shard_hint() {
+#if GPUMEM_DEVICE_PASS
+  std::uint32_t sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  return sm;
+#else
+  return host_shard_hint();
+#endif
+}
+
+GPUMEM_HD inline std::uint32_t shard_of(heap_ref const& h) {
+  return shard_hint() % h.shard_count;
+}
+
+GPUMEM_HD inline unsigned size_class(std::size_t bytes) {
+  unsigned c = 0;
+  while ((std::size_t{16} << c) < bytes)
+    ++c;
+  return c;
+}
+
+GPUMEM_HD inline std::uint32_t class_capacity(heap_ref const& h, unsigned cls) {
+  return std::uint32_t{1} << (h.slab_shift - 4 - cls);
+}
+
+GPUMEM_HD inline void record_failure(heap_ref const& h, std::size_t bytes) {
+  atomic_fetch_add(&h.counters->failures, 1ull, mem_order::relaxed);
+  unsigned long long expected = 0;
+  atomic_compare_exchange(&h.counters->first_failed_size, expected,
+                          static_cast<unsigned long long>(bytes == 0 ? 1 : bytes),
+                          mem_order::relaxed);
+}
+
+GPUMEM_HD inline void count_slabs(heap_ref const& h, long long delta) {
+  auto const now = atomic_fetch_add(&h.counters->used_slabs, static_cast<unsigned long long>(delta),
+                                    mem_order::relaxed) +
+                   static_cast<unsigned long long>(delta);
+  if (delta > 0) atomic_fetch_max(&h.counters->peak_slabs, now);
+}
+
+GPUMEM_HD inline unsigned long long word_valid_mask(heap_ref const& h, std::uint32_t word) {
+  std::uint32_t const bits = h.slab_count - word * 64u;
+  return bits >= 64 ? ~0ull : ((1ull << bits) - 1);
+}
+
+// Index of the lowest set bit of a non-zero word.
+GPUMEM_HD inline std::uint32_t lowest_bit(unsigned long long v) {
+#if GPUMEM_DEVICE_PASS
+  return static_cast<std::uint32_t>(__ffsll(static_cast<long long>(v)) - 1);
+#else
+  return static_cast<std::uint32_t>(__builtin_ctzll(v));
+#endif
+}
+
+// One pass of acquire_slab over the bitmap, starting at word `start`.
+GPUMEM_HD inline std::uint32_t acquire_slab_pass(heap_ref const& h, unsigned cls,
+                                                 std::uint32_t start) {
+  for (std::uint32_t i = 0; i < h.bitmap_words; ++i) {
+    std::uint32_t w = start + i;
+    if (w >= h.bitmap_words) w -= h.bitmap_words;
+    unsigned long long const valid = word_valid_mask(h, w);
+    unsigned long long v = atomic_load(&h.bitmap[w], mem_order::relaxed);
+    while ((~v & valid) != 0) {
+      unsigned long long const free_bits = ~v & valid;
+      unsigned long long const bit = free_bits & (~free_bits + 1);  // lowest free slab
+      unsigned long long const old = atomic_fetch_or(&h.bitmap[w], bit, mem_order::acquire);
+      if ((old & bit) == 0) {
+        std::uint32_t const s = w * 64u + lowest_bit(bit);
+        // Published to other threads by the release store/CAS of the slot that names s.
+        atomic_store(&h.remaining[s], class_capacity(h, cls) + 1, mem_order::relaxed);
+        atomic_store(&h.slab_info[s], static_cast<std::uint32_t>(cls), mem_order::relaxed);
+        count_slabs(h, 1);
+        return s;
+      }
+      v = old;
+    }
+  }
+  return no_slab;
+}
+
+// A search of the bitmap that found nothing is repeated while the slab count says the request may
+// fit: a pass can miss free slabs because other threads hold bits only for a moment (a large claim
+// that meets a conflict sets bits and clears them again) or free slabs behind the scan. At most
+// this many passes, with growing pauses between them, so a heap that is merely fragmented still
+// answers null in bounded time. The cost is off the fast path: slab acquisition and large blocks.
+inline constexpr unsigned search_attempts = 1024;
+
+// Whether another pass may find `slabs` free slabs, and if so waits a little before it.
+GPUMEM_HD inline bool search_again(heap_ref const& h, unsigned attempt, std::uint32_t slabs) {
+  if (attempt + 1 >= search_attempts) return false;
+  // used_slabs is raised after a claim and lowered before a release, so it may say "free" a
+  // moment too long (one more pass) but never says "full" while slabs are free.
+  unsigned long long const used = atomic_load(&h.counters->used_slabs, mem_order::relaxed);
+  if (used + slabs > h.slab_count) return false;
+  unsigned const pauses = 1u << (attempt < 4 ? attempt : 4);
+  for (unsigned i = 0; i < pauses; ++i)
+    warp::pause();
+  return true;
+}
+
+// Claims one free slab for class `cls` and prepares it; no_slab when none is free. Shards start
+// their search in different parts of the bitmap so that they rarely meet.
+GPUMEM_HD inline std::uint32_t acquire_slab(heap_ref const& h, unsigned cls, std::uint32_t shard) {
+  std::uint32_t const start = static_cast<std::uint32_t>(
+      (static_cast<unsigned long long>(shard) * h.bitmap_words) / h.shard_count);
+  for (unsigned attempt = 0;; ++attempt) {
+    std::uint32_t const s = acquire_slab_pass(h, cls, start);
+    if (s != no_slab || !search_again(h, attempt, 1)) return s;
+  }
+}
+
+GPUMEM_HD inline void release_slabs(heap_ref const& h, std::uint32_t first, std::uint32_t count) {
+  count_slabs(h, -static_cast<long long>(count));
+  std::uint32_t s = first;
+  std::uint32_t const end = first + count;
+  while (s < end) {
+    std::uint32_t const w = s / 64u;
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const n = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
+    unsigned long long const mask = (n == 64 ? ~0ull : ((1ull << n) - 1)) << lo;
+    atomic_fetch_and(&h.bitmap[w], ~mask, mem_order::release);
+    s += n;
+  }
+}
+
+// Drops `k` of a small slab's remaining count; the last one releases it.
+GPUMEM_HD inline void drop_slab_refs(heap_ref const& h, std::uint32_t s, std::uint32_t k) {
+  if (atomic_fetch_sub(&h.remaining[s], k, mem_order::acq_rel) == k) release_slabs(h, s, 1);
+}
+
+// The slot word: slab index in the high half, bump in the low half; or no_slab in the high half and
+// one of two states with no slab: empty (initially, after trim(), after a retirement that found the
+// heap full) and installing (one group is acquiring a slab for it; the others wait rather than each
+// taking a slab, which on a small heap would make some of them fail while slabs are merely in
+// flight).
+//
+// Late additions. A leader reads the word and then adds to it (one fetch_add, no CAS: the fast
+// path), so a leader delayed between the two adds to whatever the word holds by then. On a slab
+// word that is harmless: the old value it gets names the slab it reserved from, and a bump past the
+// capacity means "retry". A no-slab state must absorb such additions too, so each state is a range:
+// its low half starts at 2^31 (empty) or 2^31 + 2^30 (installing), and the additions that can pile
+// up on it (one per leader that read a slab word just before the slot lost it, at most 32 lanes
+// each: far fewer than 2^30) leave the slab half no_slab and the state what it was. A state is left
+// by rewriting the whole word (the CAS to installing, the store of a fresh slab or of empty), which
+// drops them. (Were empty ~0, one late addition of 1 would wrap it to {slab 0, bump 0} and hand out
+// slab 0's blocks a second time.)
+GPUMEM_HD constexpr unsigned long long slot_word(std::uint32_t slab, std::uint32_t bump) {
+  return (static_cast<unsigned long long>(slab) << 32) | bump;
+}
+inline constexpr unsigned long long slot_empty = slot_word(no_slab, 0x80000000u);
+inline constexpr unsigned long long slot_installing = slot_word(no_slab, 0xC0000000u);
+GPUMEM_HD constexpr bool slot_holds_slab(unsigned long long w) {
+  return static_cast<std::uint32_t>(w >> 32) != no_slab;
+}
+GPUMEM_HD constexpr bool slot_is_installing(unsigned long long w) {
+  return !slot_holds_slab(w) && (static_cast<std::uint32_t>(w) & 0x40000000u) != 0;
+}
+// Leader results that are not reservations: no_slab with a low half below both states'.
+inline constexpr unsigned long long reserve_retry = slot_word(no_slab, 0);
+inline constexpr unsigned long long reserve_failed = slot_word(no_slab, 1);
+
+// Installs a fresh slab into a slot this thread owns (installing, or exhausted by its group);
+// empty when the heap has none. Returns whether it found one.
+GPUMEM_HD inline bool install_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
+                                   std::uint32_t shard) {
+  std::uint32_t const fresh = acquire_slab(h, cls, shard);
+  atomic_store(slot, fresh == no_slab ? slot_empty : slot_word(fresh, 0), mem_order::release);
+  return fresh != no_slab;
+}
+
+// The leader's step for a group of n lanes: a reservation {slab, first block}, or retry/failed.
+GPUMEM_HD inline unsigned long long reserve_blocks(heap_ref const& h, unsigned long long* slot,
+                                                   unsigned cls, std::uint32_t shard,
+                                                   std::uint32_t n) {
+  std::uint32_t const cap = class_capacity(h, cls);
+  unsigned long long w = atomic_load(slot, mem_order::acquire);
+  if (!slot_holds_slab(w)) {
+    if (slot_is_installing(w)) return reserve_retry;
+    // Empty (perhaps with late additions): take the word over whole; a failed CAS means it moved.
+    if (!atomic_compare_exchange(slot, w, slot_installing, mem_order::acq_rel))
+      return reserve_retry;
+    return install_slab(h, slot, cls, shard) ? reserve_retry : reserve_failed;
+  }
+  if (static_cast<std::uint32_t>(w) >= cap) return reserve_retry;  // being retired
+  unsigned long long const r =
+      atomic_fetch_add(slot, static_cast<unsigned long long>(n), mem_order::acq_rel);
+  // A late addition (the slot lost its slab since the load) reserved nothing.
+  return slot_holds_slab(r) ? r : reserve_retry;
+}
+
+// Called once per slab, by the group whose reservation reached the capacity.
+GPUMEM_HD inline void retire_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
+                                  std::uint32_t shard, std::uint32_t slab) {
+  install_slab(h, slot, cls, shard);
+  drop_slab_refs(h, slab, 1);
+}
+
+GPUMEM_HD inline void* allocate_small(heap_ref const& h, std::size_t bytes) {
+  unsigned const cls = size_class(bytes);
+  std::uint32_t const shard = shard_of(h);
+  unsigned long long* const slot = &h.slots[cls * h.shard_count + shard];
+  std::uint32_t const cap = class_capacity(h, cls);
+  unsigned const lane = warp::lane_id();
+  for (;;) {
+    unsigned const active = warp::active_mask();
+    unsigned const peers =
+        warp::match_any(active, static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(slot)));
+    unsigned const leader = warp::lowest_lane(peers);
+    auto const n = static_cast<std::uint32_t>(warp::popcount(peers));
+    auto const rank = static_cast<std::uint32_t>(warp::popcount(peers & warp::lanes_below()));
+    unsigned long long r = 0;
+    if (lane == leader) r = reserve_blocks(h, slot, cls, shard, n);
+    r = warp::shuffle(peers, r, leader);
+    if (r == reserve_failed) {
+      if (lane == leader) {
+        atomic_fetch_add(&h.counters->failures, static_cast<unsigned long long>(n) - 1,
+                         mem_order::relaxed);
+        record_failure(h, bytes);
+      }
+      return nullptr;
+    }
+    if (r == reserve_retry) {
+      warp::pause();
+      continue;
+    }
+    auto const slab = static_cast<std::uint32_t>(r >> 32);
+    auto const bump = static_cast<std::uint32_t>(r);
+    if (bump >= cap) {  // the slab ran out before our turn: its retirement is someone else's
+      warp::pause();
+      continue;
+    }
+    if (lane == leader && bump + n >= cap) retire_slab(h, slot, cls, shard, slab);
+    if (rank < cap - bump) {
+      return h.slabs + (static_cast<std::size_t>(slab) << h.slab_shift) +
+             (static_cast<std::size_t>(bump + rank) << (4 + cls));
+    }
+  }
+}
+
+// The first `run` consecutive slabs that look free (one relaxed load per stretch of equal bits)
+// among those starting at or after `from`; no_slab when there are none.
+GPUMEM_HD inline std::uint32_t find_free_run(heap_ref const& h, std::uint32_t from,
+                                             std::uint32_t run) {
+  std::uint32_t start = from;
+  std::uint32_t length = 0;
+  std::uint32_t s = from;
+  while (s < h.slab_count) {
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const left = (h.slab_count - s) < (64u - lo) ? (h.slab_count - s) : (64u - lo);
+    unsigned long long const bits = atomic_load(&h.bitmap[s / 64u], mem_order::relaxed) >> lo;
+    if ((bits & 1ull) != 0) {  // busy: skip the busy stretch
+      std::uint32_t const busy = ~bits == 0 ? 64u : lowest_bit(~bits);
+      s += busy < left ? busy : left;
+      length = 0;
+      continue;
+    }
+    std::uint32_t const free_len = bits == 0 ? 64u : lowest_bit(bits);
+    if (length == 0) start = s;
+    std::uint32_t const n = free_len < left ? free_len : left;
+    length += n;
+    s += n;
+    if (length >= run) return start;
+  }
+  return no_slab;
+}
+
+// Sets the bits of [first, first + run) word by word (fetch_or). On a conflict it clears exactly
+// the bits it set (whole words before the conflicting one, the newly set bits of that one) and
+// returns a slab found taken; no_slab when the run is now this thread's.
+GPUMEM_HD inline std::uint32_t claim_run(heap_ref const& h, std::uint32_t first,
+                                         std::uint32_t run) {
+  std::uint32_t s = first;
+  std::uint32_t const end = first + run;
+  while (s < end) {
+    std::uint32_t const w = s / 64u;
+    std::uint32_t const lo = s % 64u;
+    std::uint32_t const k = (end - s) < (64u - lo) ? (end - s) : (64u - lo);
+    unsigned long long const mask = (k == 64 ? ~0ull : ((1ull << k) - 1)) << lo;
+    unsigned long long const old = atomic_fetch_or(&h.bitmap[w], mask, mem_order::acquire);
+    if ((old & mask) == 0) {
+      s += k;
+      continue;
+    }
+    atomic_fetch_and(&h.bitmap[w], ~(mask & ~old), mem_order::relaxed);
+    std::uint32_t const conflict = w * 64u + lowest_bit(old & mask);
+    for (std::uint32_t t = first; t < s;) {  // the words fully claimed before this one
+      std::uint32_t const tw = t / 64u;
+      std::uint32_t const tlo = t % 64u;
+      std::uint32_t const tk = (s - t) < (64u - tlo) ? (s - t) : (64u - tlo);
+      unsigned long long const tmask = (tk == 64 ? ~0ull : ((1ull << tk) - 1)) << tlo;
+      atomic_fetch_and(&h.bitmap[tw], ~tmask, mem_order::relaxed);
+      t += tk;
+    }
+    return conflict;
+  }
+  return no_slab;
+}
+
+// Large blocks: first fit over the bitmap for `run` consecutive free slabs (first fit from slab 0
+// keeps large runs packed, so a later request for most of the heap still finds room). A pass that
+// loses every race is repeated while the slab count says the run may fit (search_again): under
+// contention a pass can fail although the heap could serve the request.
+GPUMEM_HD inline void* allocate_large(heap_ref const& h, std::size_t bytes) {
+  // Rounded up to whole slabs without wrapping: a size near SIZE_MAX must not become a run of 0
+  // slabs (which would "fit" anywhere and overlap live blocks).
+  std::size_t rounded = 0;
+  bool const fits = round_up_checked(bytes, std::size_t{1} << h.slab_shift, rounded);
+  std::size_t const run_size = rounded >> h.slab_shift;
+  if (!fits || run_size > h.slab_count || run_size >= (std::size_t{1} << 24)) {
+    record_failure(h, bytes);
+    return nullptr;
+  }
+  auto const run = static_cast<std::uint32_t>(run_size);
+  for (unsigned attempt = 0;; ++attempt) {
+    std::uint32_t from = 0;
+    for (;;) {
+      std::uint32_t const first = find_free_run(h, from, run);
+      if (first == no_slab) break;
+      std::uint32_t const conflict = claim_run(h, first, run);
+      if (conflict == no_slab) {
+        // The slabs inside the run lose whatever they were (a freed run's start, a small class):
+        // a free of a pointer to one of them is then seen for what it is.
+        for (std::uint32_t s = first + 1; s < first + run; ++s)
+          atomic_store(&h.slab_info[s], not_a_run, mem_order::relaxed);
+        atomic_store(&h.slab_info[first], large_run | (run << 8), mem_order::relaxed);
+        count_slabs(h, run);
+        return h.slabs + (static_cast<std::size_t>(first) << h.slab_shift);
+      }
+      from = conflict + 1;
+    }
+    if (!search_again(h, attempt, run)) break;
+  }
+  record_failure(h, bytes);
+  return nullptr;
+}
 
 // A block of `bytes`, or null (recorded for device_heap::check()) when the heap cannot serve it;
 // sizes above max_allocation_bytes always fail, on either kind of heap.
@@ -83,8 +453,6 @@ GPUMEM_HD inline void* heap_allocate(heap_ref const& h, std::size_t bytes) {
   return bytes <= max_small_block ? allocate_small(h, bytes) : allocate_large(h, bytes);
 }
 
-// Gives `ptr` back; null is ignored. A pointer that is no block of the heap (outside it, inside a
-// block) or a block already freed is recorded for device_heap::check() and changes nothing.
 GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
   if (ptr == nullptr) return;
   if (h.kind == heap_kind::cuda_malloc) {
@@ -96,18 +464,41 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
     return;
   }
   auto const offset = static_cast<char*>(ptr) - h.slabs;
+  auto const invalid = [&] {
+    atomic_fetch_add(&h.counters->invalid_frees, 1ull, mem_order::relaxed);
+    unsigned long long expected = 0;
+    atomic_compare_exchange(&h.counters->first_invalid_free, expected,
+                            static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr)),
+                            mem_order::relaxed);
+  };
   if (offset < 0 || static_cast<std::size_t>(offset) >=
                         (static_cast<std::size_t>(h.slab_count) << h.slab_shift)) {
-    record_invalid_free(h, ptr);
+    invalid();
     return;
   }
   auto const slab = static_cast<std::uint32_t>(static_cast<std::size_t>(offset) >> h.slab_shift);
-  std::uint32_t const info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
+  std::uint32_t info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
   if ((info & 0xFFu) == large_run || (info & 0xFFu) == not_a_run) {
-    free_large(h, ptr, slab, info);
+    // A large block is freed once, by its start: the free that takes the run's mark releases it;
+    // a second free (before the slabs are taken again), or a pointer inside a run, is reported.
+    bool const at_start =
+        (static_cast<std::size_t>(offset) & ((std::size_t{1} << h.slab_shift) - 1)) == 0;
+    if (at_start && (info & 0xFFu) == large_run &&
+        atomic_compare_exchange(&h.slab_info[slab], info, not_a_run, mem_order::relaxed)) {
+      release_slabs(h, slab, info >> 8);
+      return;
+    }
+    invalid();
     return;
   }
-  free_small(h, ptr, slab, info);
+  // Every lane's writes to its block must precede the leader's decrement (one fence instruction
+  // for the warp), so that the slab's next owner never sees them late.
+  atomic_thread_fence(mem_order::release);
+  unsigned const active = warp::active_mask();
+  unsigned const peers = warp::match_any(active, slab);
+  if (warp::lane_id() == warp::lowest_lane(peers))
+    drop_slab_refs(h, slab, static_cast<std::uint32_t>(warp::popcount(peers)));
 }
 
-}  // namespace gpumem::nrt::detail
+}  // namespace detail
+}  // namespace gpumem::nrt
