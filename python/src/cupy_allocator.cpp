@@ -21,6 +21,7 @@
 // program that makes and drops streams keeps a registry of about the streams it still uses.
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
+#include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/manager/context.hpp>
 
 #include <algorithm>
@@ -263,11 +264,28 @@ std::uintptr_t cupy_current_stream(cupy_bridge& b) {
 // The registry is swept when a new stream finds it at sweep_at entries: at least this many.
 constexpr std::size_t sweep_minimum = 16;
 
-// Gives back every stream that only the registry holds: the program dropped its object, and no
-// block of the stream lives (each holds the object until its free). Each one is released to its
-// device's manager (which waits for the stream and keeps nothing of it), with the GIL released,
-// then dropped, so that CuPy destroys it. A stream whose release fails stays in the registry
-// (kept alive: destroying it could leave the pool holding memory for a dead stream).
+// Whether the registry may give `k` back now: only it holds CuPy's object (the program dropped it,
+// and no block of the stream lives: each holds the object until its free), CuPy owns the stream
+// (an ExternalStream's may be destroyed by its owner whatever CuPy holds: never touched), and the
+// stream has no work left. A busy stream stays: the pool's release waits for the stream under its
+// lock, while the stream's pending work (a host function that needs the GIL) may wait for threads
+// that wait for that lock; and a sweep would make the new stream's allocation wait for it.
+bool sweepable(cupy_bridge::known_stream const& k) {
+  if (Py_REFCNT(k.stream.ptr()) != 1) return false;
+  if (std::strcmp(Py_TYPE(k.stream.ptr())->tp_name, "ExternalStream") == 0 ||
+      std::strstr(Py_TYPE(k.stream.ptr())->tp_name, ".ExternalStream") != nullptr)
+    return false;
+  try {
+    return backend().query_stream(to_stream(k.handle));
+  } catch (...) {
+    return false;  // a stream CUDA no longer knows (a reset device): kept, never touched again
+  }
+}
+
+// Gives back every stream sweepable() allows: each is released to its device's manager, if the
+// device still has its context (a closed one kept nothing of it; none is created for it), with the
+// GIL released, then dropped, so that CuPy destroys it. A stream whose release fails stays in the
+// registry (kept alive: destroying it could leave the pool holding memory for a dead stream).
 void sweep_streams(cupy_bridge& b) {
   auto& known = b.known_streams;
   std::vector<cupy_bridge::known_stream> dropped;
@@ -275,16 +293,15 @@ void sweep_streams(cupy_bridge& b) {
   dropped.reserve(known.size());  // so that the moves below cannot fail half way
   still.reserve(known.size());
   for (auto& k : known)
-    (Py_REFCNT(k.stream.ptr()) == 1 ? dropped : still).push_back(std::move(k));
+    (sweepable(k) ? dropped : still).push_back(std::move(k));
   known.swap(still);
   std::vector<char> released(dropped.size(), 0);
   {
     nb::gil_scoped_release unlocked;  // the releases wait for the streams
     for (std::size_t i = 0; i < dropped.size(); ++i) {
       try {
-        get_context(dropped[i].device)
-            .memory_manager()
-            .release_stream(to_stream(dropped[i].handle));
+        if (context* const ctx = find_context(dropped[i].device))
+          ctx->memory_manager().release_stream(to_stream(dropped[i].handle));
         released[i] = 1;
       } catch (std::exception const& e) {
         log(log_level::warn, std::string("gpumem.cupy: a dropped stream stays alive, since "

@@ -119,10 +119,14 @@ double spill_registry::copy_to_device(void* dst, host_copy const& src) {
   auto const start = std::chrono::steady_clock::now();
   auto* to = static_cast<unsigned char*>(dst);
   // `dst` is memalloc's, on the null stream, which a non-blocking stream does not wait for (see
-  // null_stream_done_). Concurrent unspills may record in any order: each waits for a record made
-  // after its own block was handed out.
-  backend_->record_event(null_stream_done_, nullptr);
-  backend_->stream_wait_event(to_device_stream_, null_stream_done_);
+  // null_stream_done_). Only when the null stream has work left: a record there is a legacy-stream
+  // operation, which on a GPU also waits for the earlier work of every blocking stream. (Work on
+  // the block queued before it was handed out is queued before this question.) Concurrent unspills
+  // may record in any order: each waits for a record made after its own block was handed out.
+  if (!backend_->query_stream(nullptr)) {
+    backend_->record_event(null_stream_done_, nullptr);
+    backend_->stream_wait_event(to_device_stream_, null_stream_done_);
+  }
   for (std::size_t i = 0; i < src.blocks().size(); ++i)
     backend_->copy_async(to + i * src.piece(), src.blocks()[i], src.block_bytes(i),
                          to_device_stream_);

@@ -132,6 +132,15 @@ context& get_context(int device) {
   return result;
 }
 
+context* find_context(int device) noexcept {
+  if (device >= 0 && device < fast_devices)
+    if (context* const known = fast_contexts[device].load(std::memory_order_acquire)) return known;
+  context_table& t = table();
+  std::lock_guard<std::recursive_mutex> lock(t.mutex);
+  auto const it = t.contexts.find(device);
+  return it != t.contexts.end() ? it->second.get() : nullptr;
+}
+
 context& current_context() {
   return get_context(backend().current_device());
 }

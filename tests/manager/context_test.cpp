@@ -81,6 +81,19 @@ TEST_F(context_test, current_context_is_created_once_with_an_initialized_default
   EXPECT_THROW((void)get_context(-1), logic_error);
 }
 
+TEST_F(context_test, find_context_finds_existing_contexts_and_creates_none) {
+  close();
+  int const device = backend().current_device();
+  EXPECT_EQ(find_context(device), nullptr);
+  EXPECT_EQ(find_context(-1), nullptr);
+  EXPECT_EQ(find_context(backend().device_count()), nullptr);
+  EXPECT_EQ(find_context(device), nullptr) << "asking created nothing";
+  context& made = get_context(device);
+  EXPECT_EQ(find_context(device), &made);
+  close(device);
+  EXPECT_EQ(find_context(device), nullptr);
+}
+
 TEST_F(context_test, set_memory_manager_probes_the_version_once_without_initializing) {
   set_memory_manager(counting_factory());
   EXPECT_EQ(counting_manager::constructed, 1) << "one probe instance";

@@ -108,6 +108,10 @@ class context {
 context& current_context();
 // The context of `device` (created on first use); does not change the current device.
 context& get_context(int device);
+// The context of `device` if one exists, else null: creates nothing (for code that only gives back
+// what an existing manager may hold, such as a stream it saw). The same thread rule as
+// get_context: the context lives until close() or close(device).
+context* find_context(int device) noexcept;
 
 // Sets the factory for contexts created from now on (see the file comment).
 void set_memory_manager(memory_manager_factory factory);
