@@ -23,6 +23,7 @@ class counted_pinned_resource final : public memory_resource {
   std::string name() const override { return "pinned_host_resource"; }
   resource_properties properties() const noexcept override { return pinned_.properties(); }
   bool selects_own_device() const noexcept override { return pinned_.selects_own_device(); }
+  int own_device() const noexcept override { return pinned_.own_device(); }
 
   std::size_t bytes() const noexcept { return bytes_.load(std::memory_order_relaxed); }
   std::size_t calls() const noexcept { return calls_.load(std::memory_order_relaxed); }

@@ -39,7 +39,7 @@ failure_callback_adaptor::failure_callback_adaptor(memory_resource& upstream,
   GPUMEM_EXPECTS(options_.max_retries >= 0,
                  "failure_callback_adaptor: max_retries must be >= 0, got " +
                      std::to_string(options_.max_retries));
-  if (upstream.selects_own_device()) device_ = detail::backend_of(upstream).current_device();
+  if (upstream.selects_own_device()) device_ = detail::device_of(upstream);
 }
 
 void* failure_callback_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {

@@ -46,6 +46,10 @@ pool_options const& pool_resource::options() const noexcept {
   return state_->options();
 }
 
+int pool_resource::own_device() const noexcept {
+  return state_->device();
+}
+
 device_backend* pool_resource::backend_in_use() const noexcept {
   return &state_->stream_backend();
 }

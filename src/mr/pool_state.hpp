@@ -168,6 +168,7 @@ class pool_state {
   pool_options const& options() const noexcept { return options_; }
   memory_resource& upstream() const noexcept { return upstream_; }
   device_backend& stream_backend() const noexcept { return backend_; }
+  int device() const noexcept { return device_; }  // current at the pool's construction
   std::string name() const;
 
   // Used by the thread-cache code with mutex_ held.

@@ -32,6 +32,13 @@ inline device_backend& backend_of(memory_resource const& resource) {
   return own != nullptr ? *own : backend();
 }
 
+// The device an adaptor over `upstream`, which selects its own device, does its own device work on:
+// the upstream's (memory_resource::own_device), else the one current now.
+inline int device_of(memory_resource const& upstream) {
+  int const own = upstream.own_device();
+  return own >= 0 ? own : backend_of(upstream).current_device();
+}
+
 // Called from inside a catch block of a noexcept deallocation.
 inline void report_deallocate_failure(std::string const& resource, void const* ptr,
                                       std::size_t bytes) noexcept {

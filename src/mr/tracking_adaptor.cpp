@@ -17,7 +17,7 @@ namespace gpumem {
 
 tracking_adaptor::tracking_adaptor(memory_resource& upstream, tracking_options options)
     : upstream_(&upstream), options_(options) {
-  if (upstream.selects_own_device()) device_ = detail::backend_of(upstream).current_device();
+  if (upstream.selects_own_device()) device_ = detail::device_of(upstream);
 }
 
 tracking_adaptor::~tracking_adaptor() {

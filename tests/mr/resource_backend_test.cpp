@@ -115,13 +115,19 @@ TEST(resource_backend, adaptors_over_a_pool_do_their_own_device_work_on_its_devi
   options.backend = &devices;
   options.maximum_size = 4 * MiB;
   pool_resource pool(device, options);  // device 0's
+  // The caller moves to another device, and makes the adaptors there: they still work on the
+  // pool's device (own_device), not on the one current at their construction.
+  devices.set_current_device(1);
   tracking_adaptor tracked(pool);
   std::vector<int> callback_devices;
   failure_callback_adaptor retried(pool, [&](std::size_t, int) {
     callback_devices.push_back(devices.current_device());
     return false;
   });
-  devices.set_current_device(1);  // the caller moves to another device
+  EXPECT_EQ(pool.own_device(), 0);
+  EXPECT_EQ(tracked.own_device(), 0);
+  EXPECT_EQ(statistics_adaptor(retried).own_device(), 0);
+  EXPECT_EQ(device.own_device(), -1) << "cuda_resource allocates on the current device";
   void* p = tracked.allocate(4 * KiB, nullptr);
   tracked.deallocate(p, 4 * KiB, nullptr);  // poisoned on the null stream: device 0's
   EXPECT_THROW(retried.allocate(64 * MiB, nullptr), out_of_memory);

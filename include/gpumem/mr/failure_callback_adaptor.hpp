@@ -30,9 +30,9 @@ struct failure_callback_options {
 // without end. Other threads are not affected and may call the callback concurrently.
 //
 // Device: as its upstream's (selects_own_device forwards it). Over an upstream that selects its
-// own device (a pool), callers need not make a device current, so the adaptor belongs, as a pool
-// does, to the device current when it is constructed, and runs the callback with that device
-// current (the caller's is restored after it).
+// own device (a pool), callers need not make a device current, so the adaptor runs the callback
+// with the upstream's device current (memory_resource::own_device; where the upstream does not
+// say, the device current when the adaptor was constructed), and restores the caller's after it.
 //
 // Ownership: references `upstream`; owns the callback. Both must outlive the adaptor's use.
 // Thread safety: thread safe if the callback is (it may be called from several threads at once).
@@ -48,6 +48,7 @@ class failure_callback_adaptor final : public memory_resource {
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
   bool selects_own_device() const noexcept override { return upstream_->selects_own_device(); }
+  int own_device() const noexcept override { return upstream_->own_device(); }
   device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:

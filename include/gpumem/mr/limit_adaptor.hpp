@@ -35,6 +35,7 @@ class limit_adaptor final : public memory_resource {
   memory_info get_memory_info() const override;
   resource_properties properties() const noexcept override { return upstream_->properties(); }
   bool selects_own_device() const noexcept override { return upstream_->selects_own_device(); }
+  int own_device() const noexcept override { return upstream_->own_device(); }
   device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:

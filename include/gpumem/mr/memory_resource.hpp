@@ -74,8 +74,13 @@ class memory_resource {
   // may skip that. False by default: most resources allocate on the current device. Adaptors
   // forward their upstream's, so a stack over a pool is called as the pool is; an adaptor that
   // does device work of its own (tracking_adaptor's poisoning, failure_callback_adaptor's
-  // callback) then does it on the device current at its construction.
+  // callback) then does it on the upstream's own_device().
   virtual bool selects_own_device() const noexcept { return false; }
+  // For a resource that selects_own_device(): the device it belongs to, or -1 where it does not
+  // say (and always for the others). Adaptors forward their upstream's, so that one made over a
+  // pool does its own device work on the pool's device whichever device was current when it was
+  // made.
+  virtual int own_device() const noexcept { return -1; }
   // The device backend whose memory and streams this resource works on, or null for the
   // process-wide gpumem::backend() (the default). Upstreams return the backend they were given,
   // pool_resource its pool_options::backend, adaptors their upstream's. What a resource does on

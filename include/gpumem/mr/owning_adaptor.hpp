@@ -38,6 +38,7 @@ class owning_adaptor final : public memory_resource {
   memory_info get_memory_info() const override { return adaptor_.get_memory_info(); }
   resource_properties properties() const noexcept override { return adaptor_.properties(); }
   bool selects_own_device() const noexcept override { return adaptor_.selects_own_device(); }
+  int own_device() const noexcept override { return adaptor_.own_device(); }
   device_backend* backend_in_use() const noexcept override { return adaptor_.backend_in_use(); }
 
  private:

@@ -259,6 +259,7 @@ class pool_resource final : public memory_resource {
   // The pool belongs to the device current at its construction and makes it current itself for
   // every device call (growth, trim, fences): callers need not.
   bool selects_own_device() const noexcept override { return true; }
+  int own_device() const noexcept override;  // the device current at its construction
   // pool_options::backend: the backend of the pool's streams and events (not the upstream's).
   device_backend* backend_in_use() const noexcept override;
 

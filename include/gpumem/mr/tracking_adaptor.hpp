@@ -50,9 +50,10 @@ struct outstanding_allocation {
 // order by enqueue_host_function, so the pattern lands after the work enqueued before the free.
 //
 // Device: as its upstream's (selects_own_device forwards it). Over an upstream that selects its
-// own device (a pool), callers need not make a device current, so the adaptor belongs, as a pool
-// does, to the device current when it is constructed (make it there, on the pool's device), and
-// poisons with that device current, whichever the caller has (and leaves the caller's as it was).
+// own device (a pool), callers need not make a device current, so the adaptor poisons with the
+// upstream's device current (memory_resource::own_device; where the upstream does not say, the
+// device current when the adaptor was constructed), whichever the caller has, and leaves the
+// caller's as it was.
 //
 // Ownership: references `upstream`, which must outlive the adaptor.
 // Thread safety: thread safe; the pointer table is guarded by one mutex (debug tool: correctness
@@ -77,6 +78,7 @@ class tracking_adaptor final : public memory_resource {
   memory_info get_memory_info() const override { return upstream_->get_memory_info(); }
   resource_properties properties() const noexcept override { return upstream_->properties(); }
   bool selects_own_device() const noexcept override { return upstream_->selects_own_device(); }
+  int own_device() const noexcept override { return upstream_->own_device(); }
   device_backend* backend_in_use() const noexcept override { return upstream_->backend_in_use(); }
 
  private:
