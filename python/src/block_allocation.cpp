@@ -11,7 +11,7 @@ namespace gpumem::python {
 
 block_memory::~block_memory() {
   if (!blocks || ptr == nullptr) return;  // `memory` frees itself
-  if (deferred || (per_thread && std::this_thread::get_id() != owner_thread))
+  if (deferred || thread.freed_by_another_thread())
     blocks->deallocate_deferred(ptr, bytes);
   else
     blocks->deallocate(ptr, bytes, stream);
@@ -96,8 +96,7 @@ PyObject* new_block_allocation(int device, std::size_t bytes, std::optional<stre
     memory_manager& manager = get_context(device).memory_manager();
     m->deferred = !stream.has_value();
     m->stream = stream.value_or(nullptr);
-    m->per_thread = stream.has_value() && *stream == backend().per_thread_default_stream();
-    m->owner_thread = std::this_thread::get_id();
+    if (stream) m->thread = per_thread_stream_owner(*stream);
     if (unowned_blocks* const blocks = manager.unowned()) {
       std::shared_ptr<unowned_blocks> keep = blocks->shared_from_this();
       m->ptr = stream ? manager.allocate_unowned(bytes, *stream) : manager.memalloc_unowned(bytes);

@@ -16,7 +16,6 @@
 #include <exception>
 #include <memory>
 #include <optional>
-#include <thread>
 
 #include "module.hpp"
 
@@ -32,11 +31,8 @@ struct block_memory {
   std::size_t bytes = 0;
   stream_handle stream = nullptr;
   int device = 0;
-  bool deferred = false;  // memalloc's: through the deferred queue; else on `stream`
-  // `stream` is the per-thread default stream: it names the allocating thread's own stream, so a
-  // free from another thread goes through the deferred queue (a device synchronisation) instead.
-  bool per_thread = false;
-  std::thread::id owner_thread;
+  bool deferred = false;           // memalloc's: through the deferred queue; else on `stream`
+  per_thread_stream_owner thread;  // a per-thread-stream block freed by another thread: deferred
 
   block_memory() = default;
   block_memory(block_memory const&) = delete;

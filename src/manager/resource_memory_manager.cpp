@@ -10,7 +10,6 @@
 #include "usage_counters.hpp"
 
 #include <optional>
-#include <thread>
 
 namespace gpumem {
 
@@ -113,17 +112,14 @@ void* counted_allocate(context& ctx, detail::block_state const& blocks,
 // once on its stream (allocate) or through the context's queue (memalloc).
 class block_owner final : public detail::allocation_owner {
  public:
-  // `per_thread`: `stream` is the per-thread default stream, which names the calling thread's own
-  // stream: the allocating thread's here, another thread's at a free from another thread.
   block_owner(std::shared_ptr<detail::block_state> state, void* ptr, std::size_t bytes,
-              stream_handle stream, bool deferred, bool per_thread) noexcept
+              stream_handle stream, bool deferred, per_thread_stream_owner thread) noexcept
       : state_(std::move(state)),
         ptr_(ptr),
         bytes_(bytes),
         stream_(stream),
         deferred_(deferred),
-        per_thread_(per_thread),
-        owner_thread_(std::this_thread::get_id()) {}
+        thread_(thread) {}
   block_owner(block_owner const&) = delete;
   block_owner& operator=(block_owner const&) = delete;
 
@@ -148,7 +144,7 @@ class block_owner final : public detail::allocation_owner {
     // memalloc's (null stream); or a block of one thread's per-thread default stream freed by
     // another thread, whose free on that handle would be ordered on its own stream, not on the
     // stream the block was used on: it waits for the device, as memalloc's do.
-    if (deferred_ || (per_thread_ && std::this_thread::get_id() != owner_thread_))
+    if (deferred_ || thread_.freed_by_another_thread())
       detail::block_state::defer(state_, *state_, ptr_, bytes_);
     else
       state_->deallocate(ptr_, bytes_, stream_);
@@ -160,8 +156,7 @@ class block_owner final : public detail::allocation_owner {
   std::size_t bytes_;
   stream_handle stream_;
   bool deferred_;
-  bool per_thread_;
-  std::thread::id owner_thread_;
+  per_thread_stream_owner thread_;
   bool freed_ = false;  // by free_idle
 };
 
@@ -170,8 +165,9 @@ memory_pointer adopt_block(context& ctx, std::shared_ptr<detail::block_state> co
                            void* ptr, std::size_t bytes, stream_handle stream, bool deferred) {
   std::shared_ptr<detail::allocation_owner> owner;
   try {
-    bool const per_thread = !deferred && stream == backend().per_thread_default_stream();
-    owner = std::make_shared<block_owner>(state, ptr, bytes, stream, deferred, per_thread);
+    per_thread_stream_owner const thread =
+        deferred ? per_thread_stream_owner() : per_thread_stream_owner(stream);
+    owner = std::make_shared<block_owner>(state, ptr, bytes, stream, deferred, thread);
   } catch (...) {
     state->deallocate(ptr, bytes, stream);
     throw;

@@ -59,6 +59,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace gpumem {
 
@@ -82,6 +83,25 @@ class unowned_blocks : public std::enable_shared_from_this<unowned_blocks> {
   // resource_memory_manager queues it on its context's deferred-deallocation queue). Never throws
   // (errors are logged). May run after the manager is gone.
   virtual void deallocate_deferred(void* ptr, std::size_t bytes) noexcept = 0;
+};
+
+// Whether the owner of a block allocated on `stream` (memory_manager::allocate, allocate_unowned)
+// must free it through the deferred path rather than on the stream: when the stream is the
+// per-thread default stream and another thread frees the block, that handle names the freeing
+// thread's own stream, not the one the block was used on, so the free waits for the device (as
+// deallocate_deferred) instead. Made by the allocating thread; default: always on the stream.
+class per_thread_stream_owner {
+ public:
+  per_thread_stream_owner() noexcept = default;
+  explicit per_thread_stream_owner(stream_handle stream) {
+    if (stream == backend().per_thread_default_stream()) thread_ = std::this_thread::get_id();
+  }
+  bool freed_by_another_thread() const noexcept {
+    return thread_ != std::thread::id() && thread_ != std::this_thread::get_id();
+  }
+
+ private:
+  std::thread::id thread_;  // the allocating thread, for the per-thread default stream; else none
 };
 
 class memory_manager {
