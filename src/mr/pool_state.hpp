@@ -229,6 +229,9 @@ class pool_state {
   // a double free or a wrong size. Takes the streams' locks.
   bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
   void log_overlap(std::uintptr_t addr, std::size_t size) const;
+  // A cached-size block freed again while it is still on the calling thread's stack: logged,
+  // counted in invalid_deallocations, and ignored.
+  void refuse_second_free(void* ptr, std::size_t bytes) noexcept;
   // A block that could be neither kept nor handed back (no host memory for either): counted in
   // lost_bytes_ (check_invariants accounts for it) and logged if the log can be written.
   void note_lost(std::uintptr_t addr, std::size_t size) noexcept;

@@ -299,12 +299,26 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
     }
   }
   pool_bin& bin = cache->bins[cls];
+  if (bin.holds_recent(ptr)) {
+    refuse_second_free(ptr, bytes);
+    return;
+  }
   if (bin.count == bin.cap) overflow(*cache, cls);
   bin.slots[bin.count++] = ptr;
   pool_bump(cache->counters.cached_bytes, size);
   pool_bump(cache->counters.live_bytes, -static_cast<std::int64_t>(size));
   pool_bump(cache->counters.requested_bytes, -static_cast<std::int64_t>(bytes));
   pool_bump(cache->counters.deallocations, 1);
+}
+
+void pool_state::refuse_second_free(void* ptr, std::size_t bytes) noexcept {
+  invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    log(log_level::error,
+        name() + ": deallocate(" + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
+            std::to_string(bytes) + " B): the block is free already (double free); ignored");
+  } catch (...) {  // no memory for the message: the count above still says it
+  }
 }
 
 // A block of a cached size handed out or taken back without a thread cache goes through the large

@@ -15,11 +15,22 @@ namespace gpumem::detail {
 class pool_state;
 
 inline constexpr std::uint32_t pool_bin_slots = 32;
+// The blocks on top of a stack that a free is compared with (pool_bin::holds_recent).
+inline constexpr std::uint32_t pool_bin_recent = 4;
 struct pool_bin {
   std::uint32_t count = 0;
   std::uint32_t cap = 0;
   void* slots[pool_bin_slots];
 
+  // True if `p` is one of the last pool_bin_recent blocks on the stack: freed again on this thread
+  // (before it was handed out again), it would be handed out twice. A look at the whole stack (or
+  // at every stack and list) would cost the free path as much as the free itself.
+  bool holds_recent(void const* p) const noexcept {
+    bool found = false;
+    for (std::uint32_t i = count > pool_bin_recent ? count - pool_bin_recent : 0; i < count; ++i)
+      found |= slots[i] == p;
+    return found;
+  }
   // Pushes the `n` consecutive blocks of `size` bytes starting at `base`, lowest address last
   // (so the next pop hands out the lowest).
   void push_run(std::uintptr_t base, std::uint32_t n, std::size_t size) noexcept {

@@ -1,6 +1,7 @@
 // pool_resource at its edges: option values at their limits (a cached-size limit below the smallest
 // class, a maximum off the 256-byte granularity), a live large block freed with a cached size, a
-// growth in flight on another thread near the maximum, and frees after close().
+// growth in flight on another thread near the maximum, frees after close(), and second frees of
+// cached sizes without track_blocks.
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -235,6 +237,43 @@ TEST_F(pool_test, frees_after_close_never_exceed_what_was_live_at_close) {
   EXPECT_EQ(st.requested_bytes, 0u);
   EXPECT_EQ(st.allocations, 3u);
   EXPECT_EQ(st.deallocations, 3u);
+}
+
+// Without track_blocks, a second free of a cached size on the same thread is refused while the
+// block is among the last few on that thread's stack: otherwise it would be handed out twice.
+TEST_F(pool_test, a_second_free_soon_after_the_first_is_refused_without_tracking) {
+  pool_resource pool(upstream, {});
+  std::vector<void*> blocks;
+  for (int i = 0; i < 5; ++i)
+    blocks.push_back(pool.allocate(1000, a));
+  test::error_log_capture errors;
+  pool.deallocate(blocks[0], 1000, a);
+  pool.deallocate(blocks[0], 1000, a);  // at once
+  pool.deallocate(blocks[1], 1000, a);
+  pool.deallocate(blocks[2], 1000, a);
+  pool.deallocate(blocks[3], 1000, a);
+  pool.deallocate(blocks[1], 1000, a);  // two frees later
+  pool.deallocate(blocks[0], 1000, a);  // three frees later
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(st.invalid_deallocations, 3u);
+  ASSERT_EQ(errors.errors().size(), 3u);
+  EXPECT_NE(errors.errors()[0].find("double free"), std::string::npos) << errors.errors()[0];
+  EXPECT_EQ(st.live_bytes, 1024u) << "blocks[4] alone is live (a 1 KiB block)";
+  EXPECT_EQ(st.requested_bytes, 1000u);
+  EXPECT_EQ(st.deallocations, 4u);
+  std::vector<void*> again;
+  for (int i = 0; i < 4; ++i)
+    again.push_back(pool.allocate(1000, a));
+  again.push_back(blocks[4]);
+  std::sort(again.begin(), again.end());
+  EXPECT_EQ(std::adjacent_find(again.begin(), again.end()), again.end())
+      << "a block handed out twice";
+  for (void* p : again)
+    pool.deallocate(p, 1000, a);
+  st = pool.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_EQ(st.deallocations, st.allocations);
+  pool.check_invariants();
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ struct pool_options {
   // the one asked for (even one of the same size class) is caught instead of corrupting the pool:
   // logged at error level with the pointer and the sizes, counted in invalid_deallocations, and
   // ignored (the block stays live). Costs a mutex per call: for tests and debugging. Without it, a
-  // second free of a block of a cached size is not caught (docs/mr.md).
+  // second free of a block of a cached size is caught only while the block is among the last four
+  // freed to the calling thread's stack for that size class (docs/mr.md).
   bool track_blocks = false;
   // Streams and events are those of this backend (null: gpumem::backend()).
   device_backend* backend = nullptr;
@@ -134,7 +135,8 @@ struct pool_statistics {
   std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
-  // Frees ignored as invalid: caught by track_blocks, or after close() beyond what was live then.
+  // Frees ignored as invalid: caught by track_blocks, after close() beyond what was live then, or
+  // a cached-size block freed again while still among the last on the thread's stack.
   std::uint64_t invalid_deallocations = 0;
   // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
   // large blocks, flushes): per allocate+free pair, this is what limits scaling.
