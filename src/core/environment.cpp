@@ -34,7 +34,8 @@ std::vector<environment_variable> const& table() {
        "Memory of the simulated device of the host backend."},
       {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on",
        "Put the debug adaptor (double/wrong-size free detection, poisoning) around the device "
-       "memory of every memory manager made afterwards."},
+       "memory of every memory manager made afterwards, and check small frees on every device "
+       "heap made afterwards."},
       {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count, e.g. 1GiB",
        "Size of the device heap used by the device runtime (nrt/)."},
       {"GPUMEM_STRING_HEAP_FACTOR", "3", "ratio", "a number >= 0, e.g. 2.5",

@@ -38,20 +38,22 @@ unsigned log2_exact(std::size_t v) {
   return s;
 }
 
-// Offsets of the metadata arrays inside the region, for `slabs` slabs and `shards` shards.
+// Offsets of the metadata arrays inside the region, for `slabs` slabs and `shards` shards (and,
+// when `checked`, the freed bits: one per 16 bytes of slab).
 struct layout {
-  std::size_t counters = 0, slots = 0, bitmap = 0, remaining = 0, slab_info = 0, slabs = 0;
-  std::size_t end = 0;
+  std::size_t counters = 0, slots = 0, bitmap = 0, remaining = 0, slab_info = 0, freed = 0;
+  std::size_t slabs = 0, end = 0;
 };
 
-layout plan(std::size_t slabs, unsigned shards, std::size_t slab_bytes) {
+layout plan(std::size_t slabs, unsigned shards, std::size_t slab_bytes, bool checked) {
   layout l;
   l.counters = 0;
   l.slots = align_up(sizeof(detail::heap_counters), region_alignment);
   l.bitmap = align_up(l.slots + std::size_t{detail::slab_class_count} * shards * 8, 8);
   l.remaining = align_up(l.bitmap + (slabs + 63) / 64 * 8, 8);
   l.slab_info = l.remaining + slabs * 4;
-  l.slabs = align_up(l.slab_info + slabs * 4, region_alignment);
+  l.freed = align_up(l.slab_info + slabs * 4, 8);
+  l.slabs = align_up(l.freed + (checked ? slabs * (slab_bytes / 128) : 0), region_alignment);
   l.end = l.slabs + slabs * slab_bytes;
   return l;
 }
@@ -123,12 +125,13 @@ void device_heap::build(heap_options const& options) {
     std::size_t const fit = slabs / (8 * std::size_t{detail::slab_class_count});
     shards = static_cast<unsigned>(std::clamp<std::size_t>(fit, 1, 128));
   }
-  while (slabs > 0 && plan(slabs, shards, slab).end > bytes_)
+  bool const checked = options.check_frees || environment_snapshot().debug_memory;
+  while (slabs > 0 && plan(slabs, shards, slab, checked).end > bytes_)
     --slabs;
   GPUMEM_EXPECTS(slabs >= 1 && slabs < detail::no_slab,
                  "device_heap: " + format_bytes(bytes_) + " holds no slab of " +
                      format_bytes(slab) + " after its metadata; give it more bytes");
-  layout const l = plan(slabs, shards, slab);
+  layout const l = plan(slabs, shards, slab, checked);
   ref_.slab_shift = log2_exact(slab);
   ref_.slab_count = static_cast<std::uint32_t>(slabs);
   ref_.shard_count = shards;
@@ -138,6 +141,7 @@ void device_heap::build(heap_options const& options) {
   ref_.remaining = reinterpret_cast<std::uint32_t*>(base + l.remaining);
   ref_.slab_info = reinterpret_cast<std::uint32_t*>(base + l.slab_info);
   ref_.slots = reinterpret_cast<unsigned long long*>(base + l.slots);
+  ref_.freed = checked ? reinterpret_cast<unsigned long long*>(base + l.freed) : nullptr;
   backend().fill(base, 0, l.slabs);
   std::vector<unsigned long long> const empty_slots(std::size_t{detail::slab_class_count} * shards,
                                                     detail::slot_empty);
@@ -165,9 +169,10 @@ void device_heap::check() {
     write_device(&ref_.counters->first_invalid_free, 0ull);
     std::ostringstream out;
     out << name() << ": " << c.invalid_frees
-        << " free(s) of pointers that are no block of the heap (outside it, inside a large block, "
-           "or a large block freed twice), first 0x"
-        << std::hex << c.first_invalid_free;
+        << " free(s) of pointers that are no block of the heap (outside it, inside a block, a "
+           "block freed twice"
+        << (ref_.freed == nullptr ? " (large blocks; small ones on checked heaps)" : "")
+        << "), first 0x" << std::hex << c.first_invalid_free;
     throw logic_error(out.str());
   }
   if (c.failures != 0) {

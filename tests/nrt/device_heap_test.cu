@@ -1,6 +1,6 @@
 // The device heap on both backends: churn with patterns checked, the large-block path, requests
-// larger than the heap, invalid frees, and CUDA's malloc as a heap. Exhaustion and the slot states
-// are in device_heap_exhaustion_test.cu.
+// larger than the heap, and CUDA's malloc as a heap. Exhaustion and the slot states are in
+// device_heap_exhaustion_test.cu, bad frees in device_heap_frees_test.cu.
 #include "device_heap_test_support.hpp"
 #include "nrt_support.hpp"
 
@@ -371,69 +371,6 @@ TEST(device_heap, sizes_that_would_wrap_give_null_and_report_out_of_memory) {
   }
   heap.trim();
   EXPECT_EQ(heap.usage().used_bytes, 0u) << "slabs leaked";
-}
-
-struct free_foreign {
-  nrt::heap_ref heap;
-  void* foreign;
-  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    nrt::detail::heap_deallocate(heap, foreign);
-  }
-};
-
-TEST(device_heap, freeing_a_pointer_outside_the_heap_is_reported) {
-  nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
-  device_array<unsigned> foreign(16);
-  gpumem::launch({1, 1}, free_foreign{heap.handle(), foreign.data()});
-  try {
-    heap.check();
-    FAIL() << "check() should report the invalid free";
-  } catch (gpumem::logic_error const& e) {
-    EXPECT_NE(std::string(e.what()).find("outside it"), std::string::npos) << e.what();
-  }
-  EXPECT_NO_THROW(heap.check());
-}
-
-// A large block freed twice, and pointers inside a large block: each free is reported and
-// ignored; the run is released once.
-struct bad_large_frees {
-  nrt::heap_ref heap;
-  void** out;
-  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    void* const a = nrt::detail::heap_allocate(heap, 512 * 1024);
-    nrt::detail::heap_deallocate(heap, a);
-    nrt::detail::heap_deallocate(heap, a);  // twice, before the slabs are taken again
-    void* const b = nrt::detail::heap_allocate(heap, 512 * 1024);
-    char* const inside = static_cast<char*>(b);
-    nrt::detail::heap_deallocate(heap, inside + 16);  // its first slab
-    nrt::detail::heap_deallocate(heap, inside + (std::size_t{1} << heap.slab_shift));  // its second
-    void* const c = nrt::detail::heap_allocate(heap, 512 * 1024);
-    out[0] = a;
-    out[1] = b;
-    out[2] = c;
-    nrt::detail::heap_deallocate(heap, b);
-    nrt::detail::heap_deallocate(heap, c);
-  }
-};
-
-TEST(device_heap, a_large_block_freed_twice_or_by_an_inner_pointer_is_reported) {
-  nrt::device_heap heap(nrt::heap_options{4 * gpumem::MiB});
-  device_array<void*> out(3);
-  gpumem::launch({1, 1}, bad_large_frees{heap.handle(), out.data()});
-  std::vector<void*> const blocks = out.to_host();
-  ASSERT_NE(blocks[1], nullptr);
-  ASSERT_NE(blocks[2], nullptr);
-  EXPECT_NE(blocks[1], blocks[2]) << "b was still live when c was allocated";
-  try {
-    heap.check();
-    FAIL() << "check() should report the invalid frees";
-  } catch (gpumem::logic_error const& e) {
-    EXPECT_NE(std::string(e.what()).find("3 free(s) of pointers that are no block"),
-              std::string::npos)
-        << e.what();
-  }
-  heap.trim();
-  EXPECT_EQ(heap.usage().used_bytes, 0u) << "the run was released more than once, or leaked";
 }
 
 TEST(device_heap, cuda_malloc_heap_serves_the_same_kernels) {

@@ -45,6 +45,10 @@ struct heap_options {
   heap_kind kind = heap_kind::gpumem;
   std::size_t slab_bytes = 128 * KiB;  // a power of two, at least 64 KiB
   unsigned shards = 0;                 // slot shards; 0: from the size (1..128)
+  // Report a second free of a small block too (device_heap::check() throws logic_error for it):
+  // one bit per 16 bytes of slab, taken from the region (1/128 of it), and an atomic per free. On
+  // whenever GPUMEM_DEBUG_MEMORY=1.
+  bool check_frees = false;
 };
 
 struct heap_usage {
@@ -62,7 +66,9 @@ GPUMEM_HD inline void* allocate(heap_ref h, std::size_t bytes) {
   return detail::heap_allocate(h, bytes);
 }
 // Gives back a block that allocate() returned from the same heap; null is ignored. A pointer
-// outside the heap changes nothing and is reported by device_heap::check() (logic_error).
+// outside the heap or inside a block, a large block freed twice, and (on a heap made with
+// heap_options::check_frees) a small block freed twice change nothing and are reported by
+// device_heap::check() (logic_error).
 GPUMEM_HD inline void deallocate(heap_ref h, void* p) {
   detail::heap_deallocate(h, p);
 }
@@ -88,7 +94,7 @@ class device_heap {
 
   // Synchronises, then reports what kernels recorded since the last check, and clears it:
   // gpumem::out_of_memory (requested = the first failing size, allocator = name()) when any
-  // allocation returned null; gpumem::logic_error when a pointer outside the heap was freed.
+  // allocation returned null; gpumem::logic_error when a free was refused (deallocate()).
   void check();
   // Synchronises and reads the slab counters (zeros for cuda_malloc, which does not say).
   heap_usage usage();

@@ -1,0 +1,179 @@
+// The device heap's bad frees on both backends: a pointer outside the heap, inside a block (small or
+// large), a large block freed twice, and a small block freed twice on a checked heap
+// (heap_options::check_frees), where it must not release its slab while another block is live.
+#include "nrt_support.hpp"
+
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/cuda/launch.hpp>
+#include <gpumem/nrt/device_heap.hpp>
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using gpumem::test::device_array;
+namespace nrt = gpumem::nrt;
+
+namespace {
+
+// check() must throw logic_error naming `count` refused frees.
+void expect_refused_frees(nrt::device_heap& heap, unsigned count) {
+  try {
+    heap.check();
+    FAIL() << "check() should report the invalid free(s)";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(count) +
+                                         " free(s) of pointers that are no block"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(heap.check()) << "check() clears what it reported";
+}
+
+struct free_foreign {
+  nrt::heap_ref heap;
+  void* foreign;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    nrt::detail::heap_deallocate(heap, foreign);
+  }
+};
+
+TEST(device_heap, freeing_a_pointer_outside_the_heap_is_reported) {
+  nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
+  device_array<unsigned> foreign(16);
+  gpumem::launch({1, 1}, free_foreign{heap.handle(), foreign.data()});
+  try {
+    heap.check();
+    FAIL() << "check() should report the invalid free";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("outside it"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(heap.check());
+}
+
+// A large block freed twice, and pointers inside a large block: each free is reported and
+// ignored; the run is released once.
+struct bad_large_frees {
+  nrt::heap_ref heap;
+  void** out;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    void* const a = nrt::detail::heap_allocate(heap, 512 * 1024);
+    nrt::detail::heap_deallocate(heap, a);
+    nrt::detail::heap_deallocate(heap, a);  // twice, before the slabs are taken again
+    void* const b = nrt::detail::heap_allocate(heap, 512 * 1024);
+    char* const inside = static_cast<char*>(b);
+    nrt::detail::heap_deallocate(heap, inside + 16);  // its first slab
+    nrt::detail::heap_deallocate(heap, inside + (std::size_t{1} << heap.slab_shift));  // its second
+    void* const c = nrt::detail::heap_allocate(heap, 512 * 1024);
+    out[0] = a;
+    out[1] = b;
+    out[2] = c;
+    nrt::detail::heap_deallocate(heap, b);
+    nrt::detail::heap_deallocate(heap, c);
+  }
+};
+
+TEST(device_heap, a_large_block_freed_twice_or_by_an_inner_pointer_is_reported) {
+  nrt::device_heap heap(nrt::heap_options{4 * gpumem::MiB});
+  device_array<void*> out(3);
+  gpumem::launch({1, 1}, bad_large_frees{heap.handle(), out.data()});
+  std::vector<void*> const blocks = out.to_host();
+  ASSERT_NE(blocks[1], nullptr);
+  ASSERT_NE(blocks[2], nullptr);
+  EXPECT_NE(blocks[1], blocks[2]) << "b was still live when c was allocated";
+  try {
+    heap.check();
+    FAIL() << "check() should report the invalid frees";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("3 free(s) of pointers that are no block"),
+              std::string::npos)
+        << e.what();
+  }
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "the run was released more than once, or leaked";
+}
+
+// A pointer inside a small block (not at a multiple of its class's size in its slab) is refused on
+// any heap: counted against the slab, it would release the slab while its blocks are live.
+struct inner_small_free {
+  nrt::heap_ref heap;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    char* const a = static_cast<char*>(nrt::detail::heap_allocate(heap, 64));
+    nrt::detail::heap_deallocate(heap, a + 16);
+    nrt::detail::heap_deallocate(heap, a + 63);
+    nrt::detail::heap_deallocate(heap, a);
+  }
+};
+
+TEST(device_heap, a_pointer_inside_a_small_block_is_reported) {
+  nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
+  gpumem::launch({1, 1}, inner_small_free{heap.handle()});
+  expect_refused_frees(heap, 2);
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u) << "the block's slab leaked";
+}
+
+// One thread fills one slab of the 16-byte class: x stays live, y is freed twice, every other block
+// is allocated and freed, and the slab retires. Unchecked, the second free of y would make the
+// slab's count reach zero and release it while x is live; checked, it is refused and the slab
+// stays until x goes.
+struct small_double_free {
+  nrt::heap_ref heap;
+  void** live;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    std::uint32_t const blocks = nrt::detail::class_capacity(heap, 0);
+    void* const x = nrt::detail::heap_allocate(heap, 16);
+    void* const y = nrt::detail::heap_allocate(heap, 16);
+    nrt::detail::heap_deallocate(heap, y);
+    nrt::detail::heap_deallocate(heap, y);  // the second free
+    for (std::uint32_t i = 2; i < blocks; ++i)
+      nrt::detail::heap_deallocate(heap, nrt::detail::heap_allocate(heap, 16));
+    live[0] = x;
+  }
+};
+
+struct free_one {
+  nrt::heap_ref heap;
+  void* const* block;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    nrt::detail::heap_deallocate(heap, *block);
+  }
+};
+
+TEST(device_heap, a_small_block_freed_twice_is_reported_on_a_checked_heap) {
+  nrt::heap_options options{4 * gpumem::MiB};
+  options.check_frees = true;
+  options.shards = 1;
+  nrt::device_heap heap(options);
+  device_array<void*> live(1);
+  gpumem::launch({1, 1}, small_double_free{heap.handle(), live.data()});
+  expect_refused_frees(heap, 1);
+  // x's slab, and the slot's next one.
+  EXPECT_EQ(heap.usage().used_bytes, 2 * heap.slab_bytes()) << "x's slab was released";
+  gpumem::launch({1, 1}, free_one{heap.handle(), live.data()});
+  EXPECT_NO_THROW(heap.check());
+  heap.trim();
+  EXPECT_EQ(heap.usage().used_bytes, 0u);
+}
+
+TEST(device_heap, a_checked_heap_reports_a_free_into_a_free_slab) {
+  nrt::heap_options options{4 * gpumem::MiB};
+  nrt::device_heap plain(options);
+  options.check_frees = true;
+  nrt::device_heap checked(options);
+  // Its bits take 1/128 of the slabs' bytes from the region.
+  EXPECT_GE(checked.capacity(), plain.capacity() - plain.capacity() / 64);
+  device_array<void*> live(1);
+  gpumem::launch({1, 1}, small_double_free{checked.handle(), live.data()});
+  gpumem::launch({1, 1}, free_one{checked.handle(), live.data()});
+  expect_refused_frees(checked, 1);
+  checked.trim();
+  // x's slab is free now: freeing x again is a free into a free slab.
+  gpumem::launch({1, 1}, free_one{checked.handle(), live.data()});
+  expect_refused_frees(checked, 1);
+  EXPECT_EQ(checked.usage().used_bytes, 0u);
+}
+
+}  // namespace
