@@ -1,5 +1,5 @@
-// The device heap's bad frees on both backends: a pointer outside the heap, inside a block (small or
-// large), a large block freed twice, and a small block freed twice on a checked heap
+// The device heap's bad frees on both backends: a pointer outside the heap, inside a block (small
+// or large), a large block freed twice, and a small block freed twice on a checked heap
 // (heap_options::check_frees), where it must not release its slab while another block is live.
 #include "nrt_support.hpp"
 
@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -99,17 +100,19 @@ TEST(device_heap, a_large_block_freed_twice_or_by_an_inner_pointer_is_reported) 
 // any heap: counted against the slab, it would release the slab while its blocks are live.
 struct inner_small_free {
   nrt::heap_ref heap;
+  std::size_t inner[2];  // offsets into the block (not constants: g++ would warn of free(a + 16))
   GPUMEM_HD void operator()(gpumem::thread_index const&) const {
     char* const a = static_cast<char*>(nrt::detail::heap_allocate(heap, 64));
-    nrt::detail::heap_deallocate(heap, a + 16);
-    nrt::detail::heap_deallocate(heap, a + 63);
+    nrt::detail::heap_deallocate(heap, a + inner[0]);
+    nrt::detail::heap_deallocate(heap, a + inner[1]);
     nrt::detail::heap_deallocate(heap, a);
   }
 };
 
 TEST(device_heap, a_pointer_inside_a_small_block_is_reported) {
   nrt::device_heap heap(nrt::heap_options{2 * gpumem::MiB});
-  gpumem::launch({1, 1}, inner_small_free{heap.handle()});
+  std::size_t volatile sixteen = 16;
+  gpumem::launch({1, 1}, inner_small_free{heap.handle(), {sixteen, sixteen + 47}});
   expect_refused_frees(heap, 2);
   heap.trim();
   EXPECT_EQ(heap.usage().used_bytes, 0u) << "the block's slab leaked";
