@@ -97,6 +97,7 @@ inline constexpr unsigned long long reserve_failed = slot_word(no_slab, 1);
 GPUMEM_HD inline bool install_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
                                    std::uint32_t shard) {
   std::uint32_t const fresh = acquire_slab(h, cls, shard);
+  if (fresh != no_slab && h.freed != nullptr) clear_freed(h, fresh);  // before the slot names it
   atomic_store(slot, fresh == no_slab ? slot_empty : slot_word(fresh, 0), mem_order::release);
   return fresh != no_slab;
 }

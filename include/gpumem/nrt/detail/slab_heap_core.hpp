@@ -123,8 +123,9 @@ GPUMEM_HD inline std::uint32_t lowest_bit(unsigned long long v) {
 #endif
 }
 
-// A checked heap's slab taken for a class: none of its blocks is freed yet.
-GPUMEM_HD inline void clear_freed(heap_ref const& h, std::uint32_t s) {
+// A checked heap's slab taken for a class: none of its blocks is freed yet. Kept out of line: the
+// slot paths it is called from stay as compact as on an unchecked heap.
+GPUMEM_HD GPUMEM_NOINLINE inline void clear_freed(heap_ref const& h, std::uint32_t s) {
   std::size_t const words = freed_words_per_slab(h);
   for (std::size_t w = 0; w < words; ++w)
     atomic_store(&h.freed[s * words + w], 0ull, mem_order::relaxed);
@@ -147,7 +148,6 @@ GPUMEM_HD inline std::uint32_t acquire_slab_pass(heap_ref const& h, unsigned cls
         // Published to other threads by the release store/CAS of the slot that names s.
         atomic_store(&h.remaining[s], class_capacity(h, cls) + 1, mem_order::relaxed);
         atomic_store(&h.slab_info[s], static_cast<std::uint32_t>(cls), mem_order::relaxed);
-        if (h.freed != nullptr) clear_freed(h, s);
         count_slabs(h, 1);
         return s;
       }
