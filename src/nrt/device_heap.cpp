@@ -216,10 +216,17 @@ void device_heap::trim() {
     auto const cls = static_cast<unsigned>(i / ref_.shard_count);
     std::uint32_t const cap = detail::class_capacity(ref_, cls);
     if (bump >= cap) continue;  // cannot be at rest; leave it to its retiring group
-    std::uint32_t const remaining = read_device(&ref_.remaining[slab]);
+    std::uint32_t const word = read_device(&ref_.remaining[slab]);
+    std::uint32_t const remaining = word & ~detail::slab_phase;
     // remaining = cap + 1 - freed blocks while current; live = handed out - freed.
     std::uint64_t const freed = std::uint64_t{cap} + 1 - remaining;
     if (freed != bump) continue;
+    // A checked heap's slab leaves its generation with every block's bit at the phase, those never
+    // handed out included (slab_phase): the next taker's flip marks them all not freed.
+    if (ref_.freed != nullptr)
+      backend().fill(ref_.freed + std::size_t{slab} * detail::freed_words_per_slab(ref_),
+                     (word & detail::slab_phase) != 0 ? 0xFF : 0x00,
+                     detail::freed_words_per_slab(ref_) * 8);
     slots[i] = detail::slot_empty;
     bitmap[slab / 64] &= ~(1ull << (slab % 64));
     ++released;

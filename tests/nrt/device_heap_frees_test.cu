@@ -179,4 +179,52 @@ TEST(device_heap, a_checked_heap_reports_a_free_into_a_free_slab) {
   EXPECT_EQ(checked.usage().used_bytes, 0u);
 }
 
+// A checked heap's slabs go through generations (taken, filled, freed, released, taken again, or
+// released by trim() with blocks never handed out): no free of a live block may be refused.
+struct fill_and_free {
+  nrt::heap_ref heap;
+  std::uint32_t blocks;
+  std::size_t bytes;
+  bool free_them;
+  void** kept;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    for (std::uint32_t i = 0; i < blocks; ++i) {
+      void* const p = nrt::detail::heap_allocate(heap, bytes);
+      if (free_them)
+        nrt::detail::heap_deallocate(heap, p);
+      else
+        kept[i] = p;
+    }
+  }
+};
+
+struct free_kept {
+  nrt::heap_ref heap;
+  std::uint32_t blocks;
+  void** kept;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    for (std::uint32_t i = 0; i < blocks; ++i)
+      nrt::detail::heap_deallocate(heap, kept[i]);
+  }
+};
+
+TEST(device_heap, a_checked_heap_refuses_no_valid_free_across_slab_generations) {
+  nrt::heap_options options{2 * gpumem::MiB};
+  options.check_frees = true;
+  options.shards = 1;
+  nrt::device_heap heap(options);
+  std::uint32_t const per_slab = nrt::detail::class_capacity(heap.handle(), 2);  // 64 B blocks
+  device_array<void*> kept(per_slab);
+  for (int round = 0; round < 6; ++round) {
+    // Two and a half slabs freed at once, then a few blocks kept across a trim() that releases
+    // the slot's slab with most of its blocks never handed out.
+    gpumem::launch({1, 1}, fill_and_free{heap.handle(), per_slab * 5 / 2, 64, true, nullptr});
+    gpumem::launch({1, 1}, fill_and_free{heap.handle(), 7, 64, false, kept.data()});
+    gpumem::launch({1, 1}, free_kept{heap.handle(), 7, kept.data()});
+    EXPECT_NO_THROW(heap.check()) << "round " << round;
+    heap.trim();
+    EXPECT_EQ(heap.usage().used_bytes, 0u) << "round " << round;
+  }
+}
+
 }  // namespace

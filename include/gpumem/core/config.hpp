@@ -8,11 +8,9 @@
 #if defined(__CUDACC__)
 #define GPUMEM_HD __host__ __device__
 #define GPUMEM_DEVICE_FN __device__
-#define GPUMEM_NOINLINE __noinline__
 #else
 #define GPUMEM_HD
 #define GPUMEM_DEVICE_FN
-#define GPUMEM_NOINLINE __attribute__((noinline))
 #endif
 
 // True while compiling device code (the device pass of nvcc); host code, and every host-only

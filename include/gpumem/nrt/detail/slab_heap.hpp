@@ -39,10 +39,10 @@
 // Bad frees. A pointer outside the heap, inside a block (not at a multiple of its class's size in a
 // small slab, or past a large block's start), or to a large block already freed is counted and
 // ignored. A small block's second free is seen only on a checked heap (heap_options::check_frees,
-// or GPUMEM_DEBUG_MEMORY=1): one more bit per 16 bytes of slab (heap_ref::freed), set by each free
-// (one atomic per lane) and cleared when the slab is taken for a class (its words, by the thread
-// that takes it). Unchecked, such a free counts twice against its slab, which is then released
-// while another of its blocks is live.
+// or GPUMEM_DEBUG_MEMORY=1): one more bit per 16 bytes of slab (heap_ref::freed), turned to the
+// slab's phase by each free (one atomic per lane), so that a second free finds it so; the phase
+// flips when the slab is taken for a class (slab_phase). Unchecked, such a free counts twice
+// against its slab, which is then released while another of its blocks is live.
 //
 // Exhaustion returns null and records the failure (count, first failing size) for the host's
 // device_heap::check(); so does a size no heap can serve (above max_allocation_bytes, or one whose
@@ -97,7 +97,6 @@ inline constexpr unsigned long long reserve_failed = slot_word(no_slab, 1);
 GPUMEM_HD inline bool install_slab(heap_ref const& h, unsigned long long* slot, unsigned cls,
                                    std::uint32_t shard) {
   std::uint32_t const fresh = acquire_slab(h, cls, shard);
-  if (fresh != no_slab && h.freed != nullptr) clear_freed(h, fresh);  // before the slot names it
   atomic_store(slot, fresh == no_slab ? slot_empty : slot_word(fresh, 0), mem_order::release);
   return fresh != no_slab;
 }
@@ -326,14 +325,19 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
     return;
   }
   if (h.freed != nullptr) {
-    unsigned long long const in_use =
-        atomic_load(&h.bitmap[slab / 64u], mem_order::relaxed) & (1ull << (slab % 64u));
+    if ((atomic_load(&h.bitmap[slab / 64u], mem_order::relaxed) & (1ull << (slab % 64u))) == 0) {
+      invalid();  // the slab is free
+      return;
+    }
+    // The block's bit becomes the phase (slab_phase); it was the phase already if freed before.
     std::size_t const bit = in_slab >> 4;
     unsigned long long const mask = 1ull << (bit % 64);
-    if (in_use == 0 || (atomic_fetch_or(&h.freed[slab * freed_words_per_slab(h) + bit / 64], mask,
-                                        mem_order::relaxed) &
-                        mask) != 0) {
-      invalid();
+    unsigned long long* const word = &h.freed[slab * freed_words_per_slab(h) + bit / 64];
+    bool const phase = (atomic_load(&h.remaining[slab], mem_order::relaxed) & slab_phase) != 0;
+    unsigned long long const old = phase ? atomic_fetch_or(word, mask, mem_order::relaxed)
+                                         : atomic_fetch_and(word, ~mask, mem_order::relaxed);
+    if (((old & mask) != 0) == phase) {
+      invalid();  // freed twice
       return;
     }
   }

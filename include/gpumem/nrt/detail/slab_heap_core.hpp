@@ -51,14 +51,23 @@ struct heap_ref {
   std::uint32_t bitmap_words;
   char* slabs;
   unsigned long long* bitmap;
-  std::uint32_t* remaining;   // per slab (small classes)
+  std::uint32_t* remaining;   // per slab (small classes): a count, and the phase (slab_phase)
   std::uint32_t* slab_info;   // per slab: class, or large_run | run length << 8 on a run's first
   unsigned long long* slots;  // [class][shard]
   heap_counters* counters;
-  // A checked heap's record of small frees: per slab, one bit per 16 bytes, set by the free of the
-  // block that starts there, cleared when the slab is taken for a class (null: not checked).
+  // A checked heap's record of small frees: per slab, one bit per 16 bytes, turned to the slab's
+  // phase (slab_phase) by the free of the block that starts there (null: not checked).
   unsigned long long* freed;
 };
+
+// The top bit of a slab's `remaining` word: its phase, flipped each time the slab is taken for a
+// class. On a checked heap a block is freed in the slab's current generation when its bit in
+// heap_ref::freed equals the phase: a slab leaves a generation with the bits of all its blocks
+// equal to the phase (each was handed out and freed; device_heap::trim() sets those of the blocks
+// it never handed out), so flipping the phase marks them all not freed, with no loop over them
+// when the slab is taken (such a loop in the slot path cost unchecked heaps up to a third of their
+// allocation rate on an H100).
+inline constexpr std::uint32_t slab_phase = 0x80000000u;
 
 // Words of heap_ref::freed per slab: one bit per 16 bytes.
 GPUMEM_HD inline std::size_t freed_words_per_slab(heap_ref const& h) {
@@ -123,14 +132,6 @@ GPUMEM_HD inline std::uint32_t lowest_bit(unsigned long long v) {
 #endif
 }
 
-// A checked heap's slab taken for a class: none of its blocks is freed yet. Kept out of line: the
-// slot paths it is called from stay as compact as on an unchecked heap.
-GPUMEM_HD GPUMEM_NOINLINE inline void clear_freed(heap_ref const& h, std::uint32_t s) {
-  std::size_t const words = freed_words_per_slab(h);
-  for (std::size_t w = 0; w < words; ++w)
-    atomic_store(&h.freed[s * words + w], 0ull, mem_order::relaxed);
-}
-
 // One pass of acquire_slab over the bitmap, starting at word `start`.
 GPUMEM_HD inline std::uint32_t acquire_slab_pass(heap_ref const& h, unsigned cls,
                                                  std::uint32_t start) {
@@ -146,7 +147,8 @@ GPUMEM_HD inline std::uint32_t acquire_slab_pass(heap_ref const& h, unsigned cls
       if ((old & bit) == 0) {
         std::uint32_t const s = w * 64u + lowest_bit(bit);
         // Published to other threads by the release store/CAS of the slot that names s.
-        atomic_store(&h.remaining[s], class_capacity(h, cls) + 1, mem_order::relaxed);
+        std::uint32_t const phase = ~atomic_load(&h.remaining[s], mem_order::relaxed) & slab_phase;
+        atomic_store(&h.remaining[s], (class_capacity(h, cls) + 1) | phase, mem_order::relaxed);
         atomic_store(&h.slab_info[s], static_cast<std::uint32_t>(cls), mem_order::relaxed);
         count_slabs(h, 1);
         return s;
@@ -217,7 +219,8 @@ GPUMEM_HD inline void release_slabs(heap_ref const& h, std::uint32_t first, std:
 
 // Drops `k` of a small slab's remaining count; the last one releases it.
 GPUMEM_HD inline void drop_slab_refs(heap_ref const& h, std::uint32_t s, std::uint32_t k) {
-  if (atomic_fetch_sub(&h.remaining[s], k, mem_order::acq_rel) == k) release_slabs(h, s, 1);
+  if ((atomic_fetch_sub(&h.remaining[s], k, mem_order::acq_rel) & ~slab_phase) == k)
+    release_slabs(h, s, 1);
 }
 
 }  // namespace detail
