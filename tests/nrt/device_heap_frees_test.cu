@@ -118,32 +118,51 @@ TEST(device_heap, a_pointer_inside_a_small_block_is_reported) {
   EXPECT_EQ(heap.usage().used_bytes, 0u) << "the block's slab leaked";
 }
 
-// One thread fills one slab of the 16-byte class: x stays live, y is freed twice, every other block
-// is allocated and freed, and the slab retires. Unchecked, the second free of y would make the
-// slab's count reach zero and release it while x is live; checked, it is refused and the slab
-// stays until x goes.
-struct small_double_free {
+// One slab of the 16-byte class: x stays live, y is freed twice, every other block is allocated
+// and freed, and the slab retires. Unchecked, the second free of y would make the slab's count
+// reach zero and release it while x is live; checked, it is refused and the slab stays until x
+// goes. (Many threads, one block each: a long loop in one thread is slow under compute-sanitizer.)
+struct double_free_one {
   nrt::heap_ref heap;
   void** live;
   GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    std::uint32_t const blocks = nrt::detail::class_capacity(heap, 0);
     void* const x = nrt::detail::heap_allocate(heap, 16);
     void* const y = nrt::detail::heap_allocate(heap, 16);
     nrt::detail::heap_deallocate(heap, y);
     nrt::detail::heap_deallocate(heap, y);  // the second free
-    for (std::uint32_t i = 2; i < blocks; ++i)
-      nrt::detail::heap_deallocate(heap, nrt::detail::heap_allocate(heap, 16));
     live[0] = x;
   }
 };
 
-struct free_one {
+// Threads [0, n) each allocate a block of `bytes` and free it (kept == null) or keep it in kept[i].
+struct alloc_each {
   nrt::heap_ref heap;
-  void* const* block;
-  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    nrt::detail::heap_deallocate(heap, *block);
+  std::size_t bytes;
+  unsigned long long n;
+  void** kept;
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    if (t.global() >= n) return;
+    void* const p = nrt::detail::heap_allocate(heap, bytes);
+    if (kept == nullptr)
+      nrt::detail::heap_deallocate(heap, p);
+    else
+      kept[t.global()] = p;
   }
 };
+
+// Threads [0, n) each free blocks[i].
+struct free_each {
+  nrt::heap_ref heap;
+  unsigned long long n;
+  void* const* blocks;
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    if (t.global() < n) nrt::detail::heap_deallocate(heap, blocks[t.global()]);
+  }
+};
+
+void launch_each(alloc_each const& kernel) {
+  gpumem::launch({static_cast<unsigned>((kernel.n + 255) / 256), 256}, kernel);
+}
 
 TEST(device_heap, a_small_block_freed_twice_is_reported_on_a_checked_heap) {
   nrt::heap_options options{4 * gpumem::MiB};
@@ -151,11 +170,13 @@ TEST(device_heap, a_small_block_freed_twice_is_reported_on_a_checked_heap) {
   options.shards = 1;
   nrt::device_heap heap(options);
   device_array<void*> live(1);
-  gpumem::launch({1, 1}, small_double_free{heap.handle(), live.data()});
+  gpumem::launch({1, 1}, double_free_one{heap.handle(), live.data()});
+  launch_each(
+      alloc_each{heap.handle(), 16, nrt::detail::class_capacity(heap.handle(), 0) - 2u, nullptr});
   expect_refused_frees(heap, 1);
   // x's slab, and the slot's next one.
   EXPECT_EQ(heap.usage().used_bytes, 2 * heap.slab_bytes()) << "x's slab was released";
-  gpumem::launch({1, 1}, free_one{heap.handle(), live.data()});
+  gpumem::launch({1, 1}, free_each{heap.handle(), 1, live.data()});
   EXPECT_NO_THROW(heap.check());
   heap.trim();
   EXPECT_EQ(heap.usage().used_bytes, 0u);
@@ -165,65 +186,46 @@ TEST(device_heap, a_checked_heap_reports_a_free_into_a_free_slab) {
   nrt::heap_options options{4 * gpumem::MiB};
   nrt::device_heap plain(options);
   options.check_frees = true;
+  options.shards = 1;
   nrt::device_heap checked(options);
   // Its bits take 1/128 of the slabs' bytes from the region.
   EXPECT_GE(checked.capacity(), plain.capacity() - plain.capacity() / 64);
   device_array<void*> live(1);
-  gpumem::launch({1, 1}, small_double_free{checked.handle(), live.data()});
-  gpumem::launch({1, 1}, free_one{checked.handle(), live.data()});
+  gpumem::launch({1, 1}, double_free_one{checked.handle(), live.data()});
+  launch_each(alloc_each{checked.handle(), 16,
+                         nrt::detail::class_capacity(checked.handle(), 0) - 2u, nullptr});
+  gpumem::launch({1, 1}, free_each{checked.handle(), 1, live.data()});
   expect_refused_frees(checked, 1);
   checked.trim();
   // x's slab is free now: freeing x again is a free into a free slab.
-  gpumem::launch({1, 1}, free_one{checked.handle(), live.data()});
+  gpumem::launch({1, 1}, free_each{checked.handle(), 1, live.data()});
   expect_refused_frees(checked, 1);
   EXPECT_EQ(checked.usage().used_bytes, 0u);
 }
 
 // A checked heap's slabs go through generations (taken, filled, freed, released, taken again, or
 // released by trim() with blocks never handed out): no free of a live block may be refused.
-struct fill_and_free {
-  nrt::heap_ref heap;
-  std::uint32_t blocks;
-  std::size_t bytes;
-  bool free_them;
-  void** kept;
-  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    for (std::uint32_t i = 0; i < blocks; ++i) {
-      void* const p = nrt::detail::heap_allocate(heap, bytes);
-      if (free_them)
-        nrt::detail::heap_deallocate(heap, p);
-      else
-        kept[i] = p;
-    }
-  }
-};
-
-struct free_kept {
-  nrt::heap_ref heap;
-  std::uint32_t blocks;
-  void** kept;
-  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
-    for (std::uint32_t i = 0; i < blocks; ++i)
-      nrt::detail::heap_deallocate(heap, kept[i]);
-  }
-};
-
 TEST(device_heap, a_checked_heap_refuses_no_valid_free_across_slab_generations) {
   nrt::heap_options options{2 * gpumem::MiB};
   options.check_frees = true;
   options.shards = 1;
   nrt::device_heap heap(options);
-  std::uint32_t const per_slab = nrt::detail::class_capacity(heap.handle(), 2);  // 64 B blocks
-  device_array<void*> kept(per_slab);
-  for (int round = 0; round < 6; ++round) {
+  // Each round another class, so that a slab's blocks start where another class's did not.
+  std::size_t const sizes[] = {64, 16, 1024, 32, 4096, 16, 256, 64 * 1024, 16};
+  device_array<void*> kept(7);
+  int round = 0;
+  for (std::size_t bytes : sizes) {
+    unsigned const cls = nrt::detail::size_class(bytes);
+    std::uint32_t const per_slab = nrt::detail::class_capacity(heap.handle(), cls);
     // Two and a half slabs freed at once, then a few blocks kept across a trim() that releases
     // the slot's slab with most of its blocks never handed out.
-    gpumem::launch({1, 1}, fill_and_free{heap.handle(), per_slab * 5 / 2, 64, true, nullptr});
-    gpumem::launch({1, 1}, fill_and_free{heap.handle(), 7, 64, false, kept.data()});
-    gpumem::launch({1, 1}, free_kept{heap.handle(), 7, kept.data()});
-    EXPECT_NO_THROW(heap.check()) << "round " << round;
+    launch_each(alloc_each{heap.handle(), bytes, per_slab * 5 / 2, nullptr});
+    launch_each(alloc_each{heap.handle(), bytes, 7, kept.data()});
+    gpumem::launch({1, 7}, free_each{heap.handle(), 7, kept.data()});
+    EXPECT_NO_THROW(heap.check()) << "round " << round << ", " << bytes << " B";
     heap.trim();
-    EXPECT_EQ(heap.usage().used_bytes, 0u) << "round " << round;
+    EXPECT_EQ(heap.usage().used_bytes, 0u) << "round " << round << ", " << bytes << " B";
+    ++round;
   }
 }
 

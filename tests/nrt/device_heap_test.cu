@@ -152,7 +152,9 @@ void race_large_requests(std::size_t max_slabs) {
   std::size_t const needed = max_slabs == 1 ? threads : 3 * k + 2 * (k + 1) + 1;
   nrt::heap_options options;
   options.slab_bytes = 128 * gpumem::KiB;
-  options.bytes = needed * options.slab_bytes + 64 * gpumem::KiB;  // + the metadata
+  // + the metadata, and the freed bits of a checked heap (GPUMEM_DEBUG_MEMORY=1).
+  options.bytes =
+      needed * options.slab_bytes + 64 * gpumem::KiB + needed * options.slab_bytes / 128;
   nrt::device_heap heap(options);
   ASSERT_GE(heap.capacity() / heap.slab_bytes(), needed);
   device_array<unsigned long long> errors(2);

@@ -329,17 +329,24 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
       invalid();  // the slab is free
       return;
     }
-    // The block's bit becomes the phase (slab_phase); it was the phase already if freed before.
-    std::size_t const bit = in_slab >> 4;
-    unsigned long long const mask = 1ull << (bit % 64);
-    unsigned long long* const word = &h.freed[slab * freed_words_per_slab(h) + bit / 64];
+    // The bits of the block's 16-byte granules become the phase (slab_phase): all of them, so
+    // that the slab ends its generation with every bit at the phase whatever its class, and a
+    // block of another class later starts on a bit that the flip makes "not freed". The first
+    // bit was the phase already if the block was freed before.
+    std::size_t const first = in_slab >> 4;
+    std::size_t const granules = std::size_t{1} << cls;
+    unsigned long long* const word = &h.freed[slab * freed_words_per_slab(h) + first / 64];
+    unsigned long long const lead = 1ull << (first % 64);
+    unsigned long long const mask = granules >= 64 ? ~0ull : ((lead << granules) - lead);
     bool const phase = (atomic_load(&h.remaining[slab], mem_order::relaxed) & slab_phase) != 0;
     unsigned long long const old = phase ? atomic_fetch_or(word, mask, mem_order::relaxed)
                                          : atomic_fetch_and(word, ~mask, mem_order::relaxed);
-    if (((old & mask) != 0) == phase) {
+    if (((old & lead) != 0) == phase) {
       invalid();  // freed twice
       return;
     }
+    for (std::size_t w = 1; w < granules / 64; ++w)  // words of this block alone (above 1 KiB)
+      atomic_store(word + w, phase ? ~0ull : 0ull, mem_order::relaxed);
   }
   // Every lane's writes to its block must precede the leader's decrement (one fence instruction
   // for the warp), so that the slab's next owner never sees them late.
