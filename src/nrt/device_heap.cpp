@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace gpumem::nrt {
@@ -208,7 +209,10 @@ void device_heap::trim() {
   backend().copy(slots.data(), ref_.slots, slot_count * 8);
   std::vector<unsigned long long> bitmap(ref_.bitmap_words);
   backend().copy(bitmap.data(), ref_.bitmap, bitmap.size() * 8);
-  std::size_t released = 0;
+  // The slabs to release, with their phase words: on a checked heap their bits are set first (a
+  // fill that fails then leaves every slot as it was, and only the slabs filled before it with
+  // their blocks never handed out marked freed: later frees of those report double frees).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> releasing;  // (slab, remaining word)
   for (std::size_t i = 0; i < slot_count; ++i) {
     if (!detail::slot_holds_slab(slots[i])) continue;  // empty (installing cannot be seen at rest)
     auto const slab = static_cast<std::uint32_t>(slots[i] >> 32);
@@ -221,17 +225,19 @@ void device_heap::trim() {
     // remaining = cap + 1 - freed blocks while current; live = handed out - freed.
     std::uint64_t const freed = std::uint64_t{cap} + 1 - remaining;
     if (freed != bump) continue;
-    // A checked heap's slab leaves its generation with every block's bit at the phase, those never
-    // handed out included (slab_phase): the next taker's flip marks them all not freed.
-    if (ref_.freed != nullptr)
+    releasing.emplace_back(slab, word);
+    slots[i] = detail::slot_empty;
+    bitmap[slab / 64] &= ~(1ull << (slab % 64));
+  }
+  if (releasing.empty()) return;
+  // A checked heap's slab leaves its generation with every block's bit at the phase, those never
+  // handed out included (slab_phase): the next taker's flip marks them all not freed.
+  if (ref_.freed != nullptr)
+    for (auto const& [slab, word] : releasing)
       backend().fill(ref_.freed + std::size_t{slab} * detail::freed_words_per_slab(ref_),
                      (word & detail::slab_phase) != 0 ? 0xFF : 0x00,
                      detail::freed_words_per_slab(ref_) * 8);
-    slots[i] = detail::slot_empty;
-    bitmap[slab / 64] &= ~(1ull << (slab % 64));
-    ++released;
-  }
-  if (released == 0) return;
+  std::size_t const released = releasing.size();
   backend().copy(ref_.slots, slots.data(), slot_count * 8);
   backend().copy(ref_.bitmap, bitmap.data(), bitmap.size() * 8);
   auto const used = read_device(&ref_.counters->used_slabs);

@@ -40,9 +40,10 @@
 // small slab, or past a large block's start), or to a large block already freed is counted and
 // ignored. A small block's second free is seen only on a checked heap (heap_options::check_frees,
 // or GPUMEM_DEBUG_MEMORY=1): one more bit per 16 bytes of slab (heap_ref::freed), turned to the
-// slab's phase by each free (one atomic per lane), so that a second free finds it so; the phase
-// flips when the slab is taken for a class (slab_phase). Unchecked, such a free counts twice
-// against its slab, which is then released while another of its blocks is live.
+// slab's phase by each free (one atomic per lane), so that a second free finds it so while the
+// slab is in the same generation; the phase flips when the slab is taken for a class (slab_phase).
+// Unchecked, such a free counts twice against its slab, which is then released while another of its
+// blocks is live.
 //
 // Exhaustion returns null and records the failure (count, first failing size) for the host's
 // device_heap::check(); so does a size no heap can serve (above max_allocation_bytes, or one whose
