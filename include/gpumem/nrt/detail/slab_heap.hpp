@@ -316,8 +316,9 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
     return;
   }
   // A small block starts at a multiple of its class's size inside its slab. On a checked heap, its
-  // slab is in use and the block is not freed yet: each free sets the block's bit, and a second
-  // one finds it set (without the check, it would release the slab while a block in it is live).
+  // slab is in use and the block is not freed yet: each free turns the block's bits to the slab's
+  // phase, and a second one finds its first bit there already (without the check, it would release
+  // the slab while a block in it is live).
   std::size_t const in_slab =
       static_cast<std::size_t>(offset) & ((std::size_t{1} << h.slab_shift) - 1);
   unsigned const cls = info & 0xFFu;
