@@ -148,7 +148,8 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         std::fprintf(
             stderr,
             "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
-            "the upstream, all threads), %llu reclaims, %llu events, %llu device queries, %.4f "
+            "the upstream, all threads), %llu reclaims, %llu stream waits, %llu events, %llu "
+            "device queries, %.4f "
             "lock "
             "acquisitions per pair (large path: %.2f ms waiting, %.2f ms holding), held %zu B "
             "(%.2fx the sum of the traces' peaks); ms per thread "
@@ -159,6 +160,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
                                             before.upstream_deallocations),
             (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
+            static_cast<unsigned long long>(s.stream_waits - before.stream_waits),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
             static_cast<unsigned long long>(s.device_queries - before.device_queries),
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /

@@ -217,6 +217,11 @@ class pool_state {
   // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
   void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                bool own_tried = false);
+  // A block of `size` bytes for `s` from another stream's extents (the smallest fit among those
+  // that may be recorded on), taken at once: `s` is made to wait, on the device, for an event
+  // recorded on the owner now, so that its work on the block follows the owner's. 0 if none (or
+  // either stream is being captured into a graph).
+  std::uintptr_t take_from_other_stream_locked(std::size_t size, pool_stream& s);
   // Drains the class lists of the other streams (the quiet ones, or all) and settles those
   // streams (see obtain); then the best fit for `size` (null if none).
   void* reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only);
@@ -448,6 +453,7 @@ class pool_state {
   std::uint64_t events_recorded_ = 0;
   std::uint64_t events_completed_ = 0;
   std::uint64_t device_queries_ = 0;  // query_event and query_stream calls (under mutex_)
+  std::uint64_t stream_waits_ = 0;    // take_from_other_stream_locked
   std::uint64_t synchronizations_ = 0;
   std::uint64_t upstream_allocations_ = 0;
   std::uint64_t upstream_deallocations_ = 0;

@@ -60,6 +60,81 @@ bool pool_state::fenceable(pool_stream const& s) const noexcept {
   return !s.per_thread || s.owner_thread == this_thread_serial();
 }
 
+std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_stream& s) {
+  // The smallest fit among the extents of the streams that may be recorded on. Their extents
+  // change under their own locks: the fit is looked up again below, under the lock of the one
+  // chosen.
+  if (!options_.wait_across_streams) return 0;
+  pool_stream* owner = nullptr;
+  std::size_t owner_fit = 0;
+  for (auto& entry : streams_) {
+    pool_stream& o = *entry.second;
+    if (&o == &s || !fenceable(o) || o.extents.bytes() < size) continue;
+    std::lock_guard<std::mutex> arena(o.mutex);
+    pool_extent_entry const* const fit = o.extents.best_fit(size);
+    if (fit != nullptr && (owner == nullptr || fit->second.size < owner_fit)) {
+      owner = &o;
+      owner_fit = fit->second.size;
+    }
+  }
+  if (owner == nullptr) return 0;
+  // The null and per-thread handles name the current device's streams: the pool's must be current.
+  scoped_device const on_device(backend_, device_);
+  event_handle event = nullptr;
+  try {
+    // A handle names the stream it was seen with only while that stream lives: one destroyed
+    // without release_stream may have left its address to a new stream, and an event recorded
+    // there would not follow the old stream's work.
+    if (owner->key.which == pool_stream_key::kind::created &&
+        backend_.stream_id(owner->handle) != owner->key.id)
+      return 0;
+    // A stream being captured into a graph cannot wait for an event recorded outside its capture,
+    // nor can an event recorded in a capture be waited for outside it.
+    if (backend_.stream_is_capturing(s.handle) || backend_.stream_is_capturing(owner->handle))
+      return 0;
+    event = take_event_locked();
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": taking another stream's free memory failed: " + e.what());
+    return 0;
+  }
+  std::lock_guard<std::mutex> arena(owner->mutex);
+  pool_extent_entry* const fit = owner->extents.best_fit(size);
+  if (fit == nullptr) {
+    spare_events_.push_back(event);
+    return 0;
+  }
+  try {
+    // Recorded with the owner's lock held: the extent holds only blocks handed back before it.
+    backend_.record_event(event, owner->handle);
+    backend_.stream_wait_event(s.handle, event);
+  } catch (std::exception const& e) {
+    spare_events_.push_back(event);
+    log(log_level::warn, name() + ": taking another stream's free memory failed: " + e.what());
+    return 0;
+  }
+  // The wait holds the record it was made for: the event may be recorded again at once.
+  spare_events_.push_back(event);
+  ++stream_waits_;
+  // The whole extent moves: `s` carves its next blocks from the rest without another wait, and
+  // blocks of the two streams do not interleave in it.
+  std::uintptr_t const base = fit->second.start;
+  std::size_t moved = fit->second.size;
+  if (moved > size) {
+    std::lock_guard<std::mutex> own(s.mutex);
+    try {
+      if (add_extent(s.extents, base + size, moved - size, s.epoch, fit->second.chunk))
+        s.unfenced_bytes += moved - size;
+      else
+        moved = size;
+    } catch (std::exception const&) {
+      moved = size;
+    }
+  }
+  owner->net_returned -= static_cast<std::int64_t>(moved);
+  owner->extents.take(*fit, moved);
+  return base;
+}
+
 void pool_state::reap_retired_locked() noexcept {
   for (auto it = streams_.begin(); it != streams_.end();) {
     pool_stream const& s = *it->second;

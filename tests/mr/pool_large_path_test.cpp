@@ -1,8 +1,9 @@
 // pool_resource's large path (blocks above max_cached_size): warm pairs on their own streams take
 // neither the pool's mutex nor an event per free, chunks left unused go back before a growth even
 // when split between the free extents and a stream's, best fit and coalescing keep a
-// shape-changing workload within its chunks, and a small workload on several streams holds a few
-// MiB, not a chunk per stream.
+// shape-changing workload within its chunks, a stream short of memory takes another's free
+// memory with a wait on the device instead of growing, and a small workload on several streams
+// holds a few MiB, not a chunk per stream.
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -56,6 +57,7 @@ TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted)
   options.max_cached_size = 0;  // every block on the large path
   options.chunk_size = 4 * MiB;
   options.maximum_size = 4 * MiB;
+  options.wait_across_streams = false;  // b asks whether a has passed the free
   pool_resource pool(upstream, options);
   pool_statistics const start = pool.statistics();
   EXPECT_EQ(start.large_lock_hold_ns, 0u);
@@ -71,6 +73,44 @@ TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted)
   EXPECT_GE(after.device_queries, after.events_completed) << "each completion was asked";
   pool.deallocate(on_b, 4 * MiB, b);
   pool.check_invariants();
+}
+
+TEST_F(pool_test, a_miss_takes_another_streams_free_memory_and_waits_for_that_stream) {
+  // a's work on its block is still queued behind a closed gate when a frees it. b, short of
+  // memory, takes that block instead of growing, and is made to wait for a on the device: b's
+  // copy of the block sees a's fill, though it was queued before the gate opened. Without the
+  // wait (wait_across_streams off), b grows and gets another block.
+  for (bool const wait : {true, false}) {
+    pool_options options;
+    options.max_cached_size = 0;  // every block on the large path
+    options.wait_across_streams = wait;
+    pool_resource pool(upstream, options);
+    std::size_t const bytes = 8 * MiB;
+    void* const on_a = pool.allocate(bytes, a);
+    auto* const seen_by_b = static_cast<std::uint8_t*>(backend().allocate_pinned(256, {}));
+    {
+      test::closed_gate gate(a);
+      backend().fill_async(on_a, 0xab, bytes, a);  // runs once the gate opens
+      pool.deallocate(on_a, bytes, a);
+      pool_statistics const before = pool.statistics();
+      void* const on_b = pool.allocate(bytes, b);
+      pool_statistics const after = pool.statistics();
+      EXPECT_EQ(after.stream_waits - before.stream_waits, wait ? 1u : 0u);
+      EXPECT_EQ(after.upstream_allocations - before.upstream_allocations, wait ? 0u : 1u);
+      EXPECT_EQ(on_b == on_a, wait);
+      backend().copy_async(seen_by_b, on_b, 256, b);
+      gate.open();
+      backend().synchronize_stream(b);
+      if (wait) {
+        for (int i = 0; i < 256; ++i)
+          ASSERT_EQ(seen_by_b[i], 0xab) << "b used the block before a's work on it had run";
+      }
+      pool.deallocate(on_b, bytes, b);
+    }
+    backend().deallocate_pinned(seen_by_b);
+    backend().synchronize();
+    pool.check_invariants();
+  }
 }
 
 TEST_F(pool_test, a_small_workload_on_several_streams_holds_a_few_mib) {

@@ -36,6 +36,7 @@ struct stress_report {
   int unchecked_frees = 0;  // frees left unchecked because the staging region was full
   std::size_t upstream_peak = 0;
   std::size_t staging_peak = 0;
+  std::uint64_t stream_waits = 0;  // misses the pool served from another stream's memory
   std::string first_problem;
 };
 
@@ -52,9 +53,10 @@ class pool_stress {
       : rng_(seed),
         upstream_(upstream_bytes),
         staging_base_(backend().allocate_pinned(staging_bytes, {})),
-        staging_carver_(staging_base_, staging_bytes) {
+        staging_carver_(staging_base_, staging_bytes),
+        spy_(pool_backend != nullptr ? *pool_backend : backend(), *this) {
     pool_options options;
-    options.backend = pool_backend;
+    options.backend = &spy_;
     options.track_blocks = true;
     options.chunk_size = 16 * MiB;
     options.fence_bytes = 2 * MiB;                 // fences often
@@ -94,8 +96,10 @@ class pool_stress {
       pool_->check_invariants();
       reap();
     }
+    std::uint64_t const stream_waits = pool_->statistics().stream_waits;
     finish();
     stress_report report;
+    report.stream_waits = stream_waits;
     report.model_violations = violations_;
     report.pattern_mismatches = mismatches_->load();
     report.checked_frees = checked_frees_;
@@ -134,6 +138,52 @@ class pool_stress {
     std::size_t bytes;
     std::shared_ptr<std::atomic<bool>> done;
   };
+
+  // The pool's own orderings (pool_options::wait_across_streams): a stream it makes wait for an
+  // event runs its later work after what the event's stream had queued at the record, as after
+  // the test's own waits. Calls come from the test thread, inside pool operations.
+  class ordering_spy final : public test::forwarding_backend {
+   public:
+    ordering_spy(device_backend& inner, pool_stress& model)
+        : forwarding_backend(inner), model_(model) {}
+    void record_event(event_handle event, stream_handle stream) override {
+      inner_.record_event(event, stream);
+      int const at = model_.index_of(stream);
+      if (at < 0) return;
+      recorded_[event] = {at, model_.streams_[at].gates.size()};
+      std::copy(std::begin(model_.after_[at]), std::end(model_.after_[at]),
+                std::begin(recorded_[event].after));
+    }
+    void stream_wait_event(stream_handle stream, event_handle event) override {
+      inner_.stream_wait_event(stream, event);
+      int const at = model_.index_of(stream);
+      auto const it = recorded_.find(event);
+      if (at < 0 || it == recorded_.end()) return;
+      model_.follow(at, it->second.stream, it->second.gates, it->second.after);
+    }
+
+   private:
+    struct snapshot {
+      int stream = 0;
+      std::size_t gates = 0;
+      std::size_t after[stream_count] = {};
+    };
+    pool_stress& model_;
+    std::map<event_handle, snapshot> recorded_;
+  };
+
+  int index_of(stream_handle handle) const {
+    for (int i = 0; i < stream_count; ++i)
+      if (streams_[i].handle == handle) return i;
+    return -1;
+  }
+  // Work queued from now on on stream x runs after the first `gates` gates of stream y and after
+  // everything y's work ran after then (`y_after`).
+  void follow(int x, int y, std::size_t gates, std::size_t const (&y_after)[stream_count]) {
+    for (int z = 0; z < stream_count; ++z)
+      after_[x][z] = std::max(after_[x][z], y_after[z]);
+    after_[x][y] = std::max(after_[x][y], gates);
+  }
 
   bool pending(pending_free const& f) const {
     for (auto const& d : f.deps)
@@ -194,10 +244,7 @@ class pool_stress {
       backend().record_event(e, streams_[b.stream].handle);
       backend().stream_wait_event(s.handle, e);
       // From now on, work on this stream runs after the block's stream's gates queued so far.
-      for (int z = 0; z < stream_count; ++z)
-        after_[current_][z] = std::max(after_[current_][z], after_[b.stream][z]);
-      after_[current_][b.stream] =
-          std::max(after_[current_][b.stream], streams_[b.stream].gates.size());
+      follow(current_, b.stream, streams_[b.stream].gates.size(), after_[b.stream]);
       f.deps.push_back({b.stream, streams_[b.stream].gates.size()});
     }
     void* host = staging_carver_.take(b.bytes);
@@ -294,6 +341,7 @@ class pool_stress {
   std::atomic<int> progress_{0};
   int checked_frees_ = 0;
   int unchecked_frees_ = 0;
+  ordering_spy spy_;  // the pool's backend
   std::unique_ptr<pool_resource> pool_;
   gate_state streams_[stream_count];
   // after_[x][y]: work queued now on stream x runs after the first after_[x][y] gates of stream y.

@@ -40,9 +40,11 @@ TEST_P(pool_stress_seeds, no_cross_stream_reuse_before_completion_and_patterns_i
   EXPECT_EQ(report.model_violations, 0) << report.first_problem;
   EXPECT_EQ(report.pattern_mismatches, 0) << report.first_problem;
   EXPECT_GT(report.checked_frees, 4 * report.unchecked_frees) << "the staging region is too small";
-  std::printf("%d frees checked, %d unchecked; peak upstream %zu MiB, peak staging %zu MiB\n",
-              report.checked_frees, report.unchecked_frees, report.upstream_peak / MiB,
-              report.staging_peak / MiB);
+  std::printf(
+      "%d frees checked, %d unchecked; peak upstream %zu MiB, peak staging %zu MiB; %llu misses "
+      "served from another stream's memory\n",
+      report.checked_frees, report.unchecked_frees, report.upstream_peak / MiB,
+      report.staging_peak / MiB, static_cast<unsigned long long>(report.stream_waits));
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, pool_stress_seeds, ::testing::Values(1u, 2u, 3u, 42u));

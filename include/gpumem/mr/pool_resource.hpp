@@ -63,6 +63,14 @@ struct pool_options {
   // waits (needed when the calling stream may be blocked by a host function that waits for the
   // allocating thread).
   bool trim_before_growth = true;
+  // Before it grows, a stream short of memory takes a free extent that fits from another stream
+  // (the smallest such fit) and is made to wait, on the device, for the work queued on that
+  // stream so far (an event recorded there, cudaStreamWaitEvent): no host wait, no growth, as
+  // cudaMallocAsync's pools do by default. The cost is an ordering between the two streams' work
+  // at that point. Never with a stream being captured into a graph, nor with another thread's
+  // per-thread default stream. false: memory freed on one stream reaches the others only through
+  // fences found complete, and the pool never orders streams' work.
+  bool wait_across_streams = true;
   // Grow inside one reserved virtual address range (CUDA's virtual memory management; PyTorch's
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
   // chunk, backed page by page (page_size), so a large request needs only the pages that the free
@@ -133,6 +141,9 @@ struct pool_statistics {
   // with the pool's mutex held.
   std::uint64_t device_queries = 0;
   std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
+  // Misses served from another stream's free memory, the allocating stream made to wait on the
+  // device (an event recorded on the other stream, cudaStreamWaitEvent) instead of growing.
+  std::uint64_t stream_waits = 0;
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
   // Frees ignored as invalid: caught by track_blocks, after close() beyond what was live then, or
