@@ -21,9 +21,11 @@
 // the timed passes (caching allocators keep what they took) less what was in use before.
 //
 //   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH] [--reps N]
+//               [--wait-across-streams]
 //     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
 //     competitors and --only runs one trace (replay: both replays), for quick experiments; --log
-//     replays that log instead of the two.
+//     replays that log instead of the two; --wait-across-streams turns that option on for the
+//     chunked pool.
 #include "support/bench_support.hpp"
 #include "support/competitors.hpp"
 #include "support/traces.hpp"
@@ -54,6 +56,8 @@ namespace {
 timed_upstream* pools_upstream = nullptr;
 // Timed runs per measurement (after the warm-up); the median is reported.
 int repetitions = 3;
+// --wait-across-streams: the chunked pool with pool_options::wait_across_streams.
+bool wait_across_streams = false;
 
 struct competitor {
   std::string name;
@@ -247,8 +251,12 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
 std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bool pool_only) {
   std::vector<competitor> all;
   all.push_back({"gpumem pool", 1.0, true,
-                 [&] { return std::make_unique<pool_resource>(upstream, pool_options{}); }, nullptr,
-                 nullptr});
+                 [&] {
+                   pool_options o;
+                   o.wait_across_streams = wait_across_streams;
+                   return std::make_unique<pool_resource>(upstream, o);
+                 },
+                 nullptr, nullptr});
   // The same pool growing inside one reserved virtual range (pool_options::expandable).
   if (backend().vmm_granularity() > 0)
     all.push_back({"gpumem expandable", 1.0, true,
@@ -329,14 +337,18 @@ int run(int argc, char** argv) {
       logs = {{"replay", argv[++i]}};
     else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
       repetitions = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
+      wait_across_streams = true;
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
-                   "training|inference|replay] [--log PATH] [--reps N]\n"
+                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
-                   "  --reps N: timed runs per measurement, median reported (default 3)\n");
+                   "  --reps N: timed runs per measurement, median reported (default 3)\n"
+                   "  --wait-across-streams: the chunked pool with "
+                   "pool_options::wait_across_streams\n");
       return 2;
     }
   }
@@ -348,6 +360,7 @@ int run(int argc, char** argv) {
   std::printf("device: %s%s\n", device_line().c_str(),
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());
+  if (wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
 
   timed_upstream upstream;
   pools_upstream = &upstream;

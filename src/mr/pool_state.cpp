@@ -326,11 +326,12 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   }
   if (poll_locked())
     if (void* p = fit_locked(size, s)) return p;
-  // Another stream's free memory, with `s` made to wait for that stream on the device: no host
-  // wait and no growth. A pool whose streams each keep what they freed (a fence hands it to the
-  // others only once it has completed and been polled) otherwise grows while they hold fits: on
-  // the host backend, 4 threads on the training loop held 1.24x their peak live after the first
-  // pass and 1.55x after six, every growth made while other streams held fits of hundreds of MiB.
+  // With wait_across_streams, another stream's free memory, with `s` made to wait for that stream
+  // on the device: no host wait and no growth. A pool whose streams each keep what they freed (a
+  // fence hands it to the others only once it has completed and been polled) otherwise grows
+  // while they hold fits: on the host backend, 4 threads on the training loop held 1.24x their
+  // peak live after the first pass and 1.55x after six, every growth made while other streams
+  // held fits of hundreds of MiB.
   if (std::uintptr_t const stolen = take_from_other_stream_locked(size, s))
     return reinterpret_cast<void*>(stolen);
   // A pool that keeps missing here is too tight for the workload: merging everything back and

@@ -63,14 +63,19 @@ bool pool_state::fenceable(pool_stream const& s) const noexcept {
 std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_stream& s) {
   // The smallest fit among the extents of the streams that may be recorded on. Their extents
   // change under their own locks: the fit is looked up again below, under the lock of the one
-  // chosen.
-  if (!options_.wait_across_streams) return 0;
+  // chosen. A stream whose lock is busy (its thread is carving or freeing) is passed over: waiting
+  // for the locks of 15 busy streams took 5.5 us per miss on an H100 with 16 threads.
+  // Not in an expandable pool: its growth moves pages of the free extents and the growing
+  // stream's, and extents moved between streams left it mapping pages on most misses (an H100,
+  // 16 threads, large blocks: 5.8 us per pair instead of 0.16).
+  if (!options_.wait_across_streams || vrange_ != nullptr) return 0;
   pool_stream* owner = nullptr;
   std::size_t owner_fit = 0;
   for (auto& entry : streams_) {
     pool_stream& o = *entry.second;
     if (&o == &s || !fenceable(o) || o.extents.bytes() < size) continue;
-    std::lock_guard<std::mutex> arena(o.mutex);
+    std::unique_lock<std::mutex> arena(o.mutex, std::try_to_lock);
+    if (!arena.owns_lock()) continue;
     pool_extent_entry const* const fit = o.extents.best_fit(size);
     if (fit != nullptr && (owner == nullptr || fit->second.size < owner_fit)) {
       owner = &o;

@@ -47,7 +47,6 @@ TEST_F(pool_test, streams_carve_from_their_own_arenas_without_the_pool_mutex) {
 TEST_F(pool_test, blocks_are_reclaimed_only_from_streams_that_stopped_allocating) {
   pool_options options;
   options.chunk_size = 8 * MiB;
-  options.wait_across_streams = false;  // the reclaim of parked blocks, not a wait for b
   pool_resource pool(upstream, options);
   // b parks 32 MiB (four chunks) in its thread cache, class lists and arena.
   auto churn_on_b = [&](int n) {

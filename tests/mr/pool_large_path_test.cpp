@@ -57,7 +57,6 @@ TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted)
   options.max_cached_size = 0;  // every block on the large path
   options.chunk_size = 4 * MiB;
   options.maximum_size = 4 * MiB;
-  options.wait_across_streams = false;  // b asks whether a has passed the free
   pool_resource pool(upstream, options);
   pool_statistics const start = pool.statistics();
   EXPECT_EQ(start.large_lock_hold_ns, 0u);
@@ -79,7 +78,7 @@ TEST_F(pool_test, a_miss_takes_another_streams_free_memory_and_waits_for_that_st
   // a's work on its block is still queued behind a closed gate when a frees it. b, short of
   // memory, takes that block instead of growing, and is made to wait for a on the device: b's
   // copy of the block sees a's fill, though it was queued before the gate opened. Without the
-  // wait (wait_across_streams off), b grows and gets another block.
+  // wait (wait_across_streams off, the default), b grows and gets another block.
   for (bool const wait : {true, false}) {
     pool_options options;
     options.max_cached_size = 0;  // every block on the large path

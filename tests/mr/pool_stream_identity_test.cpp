@@ -33,12 +33,18 @@ struct recycled_device {
   test::scoped_backend installed;
 };
 
-TEST(pool_stream_identity, a_stream_at_a_reused_handle_inherits_nothing) {
+// With wait_across_streams too: the new stream must not take the old one's memory by waiting for
+// an event recorded at the handle, which now names the new stream itself.
+class pool_stream_identity_waits : public ::testing::TestWithParam<bool> {};
+
+TEST_P(pool_stream_identity_waits, a_stream_at_a_reused_handle_inherits_nothing) {
   recycled_device device;
   stream_handle const s = backend().create_stream(true);
   {
     cuda_resource upstream;
-    pool_resource pool(upstream, pool_options{});
+    pool_options options;
+    options.wait_across_streams = GetParam();
+    pool_resource pool(upstream, options);
     test::closed_gate gate(s);  // the old stream's work is still pending
     for (std::size_t bytes : {std::size_t{4 * KiB}, std::size_t{8 * MiB}}) {
       void* const p = pool.allocate(bytes, s);
@@ -58,6 +64,8 @@ TEST(pool_stream_identity, a_stream_at_a_reused_handle_inherits_nothing) {
   }
   backend().destroy_stream(s);
 }
+
+INSTANTIATE_TEST_SUITE_P(wait_across_streams, pool_stream_identity_waits, ::testing::Bool());
 
 // A free finds the thread's last cache by handle, without asking the stream's id: a released
 // entry never matches so. Thread `a` last used the old stream, which another thread releases and

@@ -61,6 +61,7 @@ class pool_stress {
     options.chunk_size = 16 * MiB;
     options.fence_bytes = 2 * MiB;                 // fences often
     options.thread_cache_class_bytes = 256 * KiB;  // caches overflow often
+    options.wait_across_streams = true;            // the pool orders streams itself too
     pool_ = std::make_unique<pool_resource>(upstream_, options);
     for (auto& s : streams_)
       s.handle = backend().create_stream(true);

@@ -63,14 +63,16 @@ struct pool_options {
   // waits (needed when the calling stream may be blocked by a host function that waits for the
   // allocating thread).
   bool trim_before_growth = true;
-  // Before it grows, a stream short of memory takes a free extent that fits from another stream
-  // (the smallest such fit) and is made to wait, on the device, for the work queued on that
-  // stream so far (an event recorded there, cudaStreamWaitEvent): no host wait, no growth, as
-  // cudaMallocAsync's pools do by default. The cost is an ordering between the two streams' work
-  // at that point. Never with a stream being captured into a graph, nor with another thread's
-  // per-thread default stream. false: memory freed on one stream reaches the others only through
-  // fences found complete, and the pool never orders streams' work.
-  bool wait_across_streams = true;
+  // Chunked pools: before it grows, a stream short of memory takes a free extent that fits from
+  // another stream (the smallest such fit; the whole extent moves) and is made to wait, on the
+  // device, for the work queued on that stream so far (an event recorded there,
+  // cudaStreamWaitEvent), as cudaMallocAsync's pools do by default. Less memory held with many
+  // streams, at a cost in time: each such miss records an event and adds a wait under the pool's
+  // mutex (12 us on an H100 with 16 threads), and orders the two streams' work at that point
+  // (docs/mr.md has the figures). Never with a stream being captured into a graph, nor with
+  // another thread's per-thread default stream. false: memory freed on one stream reaches the
+  // others only through fences found complete, and the pool never orders streams' work.
+  bool wait_across_streams = false;
   // Grow inside one reserved virtual address range (CUDA's virtual memory management; PyTorch's
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
   // chunk, backed page by page (page_size), so a large request needs only the pages that the free
