@@ -85,7 +85,8 @@ def current_device() -> int:
 def set_memory_manager(name: str, device: Optional[int] = None, *, log: str = "",
                        initial_size: int = 0, chunk_size: int = 32 << 20,
                        maximum_size: Optional[int] = None, max_cached_size: int = 4 << 20,
-                       expandable: bool = False, trim_before_growth: bool = True) -> None:
+                       expandable: bool = False, trim_before_growth: bool = True,
+                       wait_across_streams: bool = False) -> None:
     """Chooses the memory manager of ``device`` (every device when None).
 
     ``name``: ``default`` (cudaMalloc, deferred frees), ``host_only`` (frees at once), ``pool``
@@ -96,7 +97,8 @@ def set_memory_manager(name: str, device: Optional[int] = None, *, log: str = ""
     to the manager that made it. Raises InvalidArgumentError for an unknown name or options.
     """
     _gpumem.set_memory_manager(name, device, log, initial_size, chunk_size, maximum_size,
-                               max_cached_size, expandable, trim_before_growth)
+                               max_cached_size, expandable, trim_before_growth,
+                               wait_across_streams)
 
 
 def reset_memory_managers() -> None:

@@ -93,16 +93,17 @@ void add_log_replay(nb::module_& m) {
       [](std::string const& path, std::string const& target, std::size_t initial_size,
          std::size_t chunk_size, std::optional<std::size_t> maximum_size,
          std::size_t max_cached_size, bool expandable, bool trim_before_growth,
-         bool honour_streams) {
-        return replay_file(path, target,
-                           make_pool_options(initial_size, chunk_size, maximum_size,
-                                             max_cached_size, expandable, trim_before_growth),
-                           honour_streams);
+         bool wait_across_streams, bool honour_streams) {
+        return replay_file(
+            path, target,
+            make_pool_options(initial_size, chunk_size, maximum_size, max_cached_size, expandable,
+                              trim_before_growth, wait_across_streams),
+            honour_streams);
       },
       "path"_a, "target"_a = "pool", "initial_size"_a = 0,
       "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
       "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true, "honour_streams"_a = true);
+      "trim_before_growth"_a = true, "wait_across_streams"_a = false, "honour_streams"_a = true);
 }
 
 }  // namespace gpumem::python

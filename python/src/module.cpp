@@ -118,7 +118,7 @@ void set_python_error(std::exception_ptr const& error) noexcept {
 
 pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
-                               bool expandable, bool trim_before_growth) {
+                               bool expandable, bool trim_before_growth, bool wait_across_streams) {
   pool_options o;
   o.initial_size = initial_size;
   o.chunk_size = chunk_size;
@@ -126,6 +126,7 @@ pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
   o.max_cached_size = max_cached_size;
   o.expandable = expandable;
   o.trim_before_growth = trim_before_growth;
+  o.wait_across_streams = wait_across_streams;
   return o;
 }
 
@@ -210,18 +211,20 @@ NB_MODULE(_gpumem, m) {
       "set_memory_manager",
       [](std::string name, std::optional<int> device, std::string log, std::size_t initial_size,
          std::size_t chunk_size, std::optional<std::size_t> maximum_size,
-         std::size_t max_cached_size, bool expandable, bool trim_before_growth) {
+         std::size_t max_cached_size, bool expandable, bool trim_before_growth,
+         bool wait_across_streams) {
         manager_spec spec;
         spec.name = std::move(name);
         spec.log_path = std::move(log);
         spec.pool = make_pool_options(initial_size, chunk_size, maximum_size, max_cached_size,
-                                      expandable, trim_before_growth);
+                                      expandable, trim_before_growth, wait_across_streams);
         set_manager(spec, device);
       },
       "name"_a, "device"_a = nb::none(), "log"_a = "", "initial_size"_a = 0,
       "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
       "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true, nb::call_guard<nb::gil_scoped_release>());
+      "trim_before_growth"_a = true, "wait_across_streams"_a = false,
+      nb::call_guard<nb::gil_scoped_release>());
   m.def("reset_memory_managers", &reset_managers, nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "manager_name", [](std::optional<int> device) { return manager_of(device).name(); },

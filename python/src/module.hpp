@@ -32,7 +32,7 @@ void translate(std::exception_ptr const& error, void* payload);
 // Pool options from the keyword arguments of set_memory_manager and replay_log.
 pool_options make_pool_options(std::size_t initial_size, std::size_t chunk_size,
                                std::optional<std::size_t> maximum_size, std::size_t max_cached_size,
-                               bool expandable, bool trim_before_growth);
+                               bool expandable, bool trim_before_growth, bool wait_across_streams);
 
 // Blocks of `device` in the PyTorch bridge's table of owners (torch_allocator.cpp; the ordinals
 // past its per-device slots share one count): for tests.

@@ -122,6 +122,19 @@ def test_not_supported_is_not_implemented_error():
         gpumem.get_ipc_handle(a)
 
 
+def test_pool_options_reach_the_pool():
+    # Each keyword is a pool_options field: a pool that waits across streams, on two streams.
+    gpumem.set_memory_manager("pool", 0, wait_across_streams=True, trim_before_growth=False,
+                              expandable=False, max_cached_size=1 << 20)
+    assert gpumem.manager_name(0) == "pool"
+    blocks = [gpumem.memalloc(size, 0) for size in (4096, 2 << 20, 6 << 20)]
+    assert [b.size for b in blocks] == [4096, 2 << 20, 6 << 20]
+    del blocks
+    with pytest.raises(TypeError):
+        gpumem.set_memory_manager("pool", 0, wait_across_stream=True)
+    gpumem.reset_memory_managers()
+
+
 def test_set_memory_manager_per_device_closes_and_rebinds():
     gpumem.set_memory_manager("host_only", 0)
     assert gpumem.manager_name(0) == "host_only"

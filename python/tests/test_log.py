@@ -40,6 +40,11 @@ def test_replay_reports_peaks_and_held_bytes(tmp_path):
     assert result["peak_held_bytes"] >= result["peak_live_bytes"]
     assert len(result["held"]) == 80, "one held sample after each allocation and free"
     assert result["fragmentation"] >= 1.0
+    # The pool options reach the replayed pool (one stream here: nothing to wait for).
+    waiting = gpumem.replay_log(str(path), "pool", wait_across_streams=True)
+    assert waiting["allocations"] == 40 and waiting["peak_live_bytes"] == result["peak_live_bytes"]
+    with pytest.raises(TypeError):
+        gpumem.replay_log(str(path), "pool", wait_across_stream=True)
     with pytest.raises(ValueError):
         gpumem.replay_log(str(path), "bogus")
     with pytest.raises(ValueError):
