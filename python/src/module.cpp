@@ -22,13 +22,16 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -367,6 +370,19 @@ NB_MODULE(_gpumem, m) {
         simulate_stream_capture(backend(), to_stream(stream), capturing);
       },
       "stream"_a, "capturing"_a);
+  // Holds a stream busy: work queued after this waits until the returned callable is called (it
+  // opens the hold; calling it again does nothing). For tests of paths that see busy streams.
+  m.def(
+      "_stream_hold",
+      [](std::uintptr_t stream) {
+        auto open = std::make_shared<std::atomic<bool>>(false);
+        backend().enqueue_host_function(to_stream(stream), [open] {
+          while (!open->load(std::memory_order_acquire))
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        });
+        return nb::cpp_function([open] { open->store(true, std::memory_order_release); });
+      },
+      "stream"_a);
   m.def(
       "_stream_is_capturing",
       [](std::uintptr_t stream) { return backend().stream_is_capturing(to_stream(stream)); },

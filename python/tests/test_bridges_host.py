@@ -366,6 +366,51 @@ class _HostStream:
         type(self).destroyed += 1
 
 
+def test_cupy_a_dropped_stream_with_work_left_stays_until_it_is_idle(cupy_fakes):
+    # A sweep releases only idle streams: a busy one stays registered (and alive) until a sweep
+    # after its work has run.
+    gpumem.set_memory_manager("pool", 0)
+    _HostStream.destroyed = 0
+
+    def use(stream):
+        cupy_fakes["stream"], cupy_fakes["object"] = stream.ptr, stream
+
+    busy = _HostStream()
+    busy_handle = busy.ptr
+    use(busy)
+    _gpumem._cupy_malloc(4096)  # freed at once, on the stream
+    open_hold = _gpumem._stream_hold(busy_handle)
+    cupy_fakes["object"] = None
+    del busy  # only the registry holds it now, and its work waits for the hold
+
+    def sweep_by_new_streams(n):
+        for _ in range(n):
+            stream = _HostStream()
+            use(stream)
+            _gpumem._cupy_malloc(1024)
+            cupy_fakes["object"] = None
+            del stream
+
+    try:
+        sweep_by_new_streams(40)
+        handles = [h for _, h, _ in _gpumem._cupy_known_streams()]
+        assert busy_handle in handles, "a busy stream was released"
+        assert _HostStream.destroyed == 40 - (len(handles) - 1), "idle ones were"
+    finally:
+        open_hold()
+    _gpumem._time_device_synchronize(1, 0)  # the held work has run: the stream is idle
+    sweep_by_new_streams(40)
+    assert busy_handle not in [h for _, h, _ in _gpumem._cupy_known_streams()]
+    entries = _gpumem._cupy_known_streams()
+    for device, handle, obj in entries:
+        _gpumem._cupy_forget_stream(device, handle)
+        gpumem.release_stream(handle, device)
+    del entries, obj
+    assert _gpumem._cupy_known_streams() == [] and _HostStream.destroyed == 81
+    cupy_fakes["stream"] = 0
+    gpumem.reset(0)
+
+
 def test_cupy_streams_the_program_dropped_leave_the_registry(cupy_fakes):
     # The bridge keeps every stream it allocated on until the pool has let it go; a stream the
     # program has dropped, with no block of it alive, is released to the pool and dropped when
