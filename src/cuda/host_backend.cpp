@@ -299,40 +299,22 @@ class host_backend final : public detail::vmm_backend {
   }
   void record_event(event_handle handle, stream_handle stream) override {
     std::shared_ptr<event_impl> event = live_event(handle, "record_event");
-    std::uint64_t sequence;
-    {
-      std::lock_guard<std::mutex> lock(event->mutex);
-      sequence = ++event->recorded;
-    }
-    resolve(stream).enqueue([event, sequence] {
-      {
-        std::lock_guard<std::mutex> lock(event->mutex);
-        if (event->completed < sequence) event->completed = sequence;
-        event->completed_at = std::chrono::steady_clock::now();
-      }
-      event->completed_cv.notify_all();
-    });
+    auto record = std::make_shared<event_record>();
+    // Queued first: an enqueue that fails leaves the event as it was.
+    resolve(stream).enqueue([event, record] { event->complete(*record); });
+    std::lock_guard<std::mutex> lock(event->mutex);
+    event->latest = std::move(record);
   }
   bool query_event(event_handle handle) override {
     return live_event(handle, "query_event")->query();
   }
   void synchronize_event(event_handle handle) override {
     std::shared_ptr<event_impl> event = live_event(handle, "synchronize_event");
-    std::uint64_t target;
-    {
-      std::lock_guard<std::mutex> lock(event->mutex);
-      target = event->recorded;
-    }
-    event->wait_for(target);
+    event->wait_for(event->current());
   }
   void stream_wait_event(stream_handle stream, event_handle handle) override {
     std::shared_ptr<event_impl> event = live_event(handle, "stream_wait_event");
-    std::uint64_t target;
-    {
-      std::lock_guard<std::mutex> lock(event->mutex);
-      target = event->recorded;
-    }
-    resolve(stream).enqueue([event, target] { event->wait_for(target); });
+    resolve(stream).enqueue([event, record = event->current()] { event->wait_for(record); });
   }
   float elapsed_ms(event_handle start_handle, event_handle stop_handle) override {
     std::shared_ptr<event_impl> const start = live_event(start_handle, "elapsed_ms");
@@ -344,7 +326,7 @@ class host_backend final : public detail::vmm_backend {
       fail(not_ready, "cudaErrorNotReady", "elapsed_ms", "an event has not completed");
     auto const completed_at = [](event_impl& e) {
       std::lock_guard<std::mutex> lock(e.mutex);
-      return e.completed_at;
+      return e.latest->done_at;  // query() said it is done, so there is one
     };
     return std::chrono::duration<float, std::milli>(completed_at(*stop) - completed_at(*start))
         .count();

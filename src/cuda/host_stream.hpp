@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -43,22 +44,41 @@ struct stream_impl {
   std::thread worker_;
 };
 
+// One record of an event: done once the stream it was recorded on reaches it. As with CUDA, a
+// wait or synchronisation is for the record that was the event's latest when it was made; a later
+// record of the same event, completed first on another stream, does not end it.
+struct event_record {
+  bool done = false;
+  std::chrono::steady_clock::time_point done_at{};
+};
+
 struct event_impl {
   explicit event_impl(bool with_timing) : timing(with_timing) {}
   bool const timing;
   std::mutex mutex;
   std::condition_variable completed_cv;
-  std::uint64_t recorded = 0;   // sequence of the latest record
-  std::uint64_t completed = 0;  // sequence of the latest record that has completed
-  std::chrono::steady_clock::time_point completed_at{};
+  std::shared_ptr<event_record> latest;  // null: never recorded (complete, as CUDA says)
 
+  std::shared_ptr<event_record> current() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return latest;
+  }
   bool query() {
     std::lock_guard<std::mutex> lock(mutex);
-    return completed >= recorded;
+    return latest == nullptr || latest->done;
   }
-  void wait_for(std::uint64_t sequence) {
+  void wait_for(std::shared_ptr<event_record> const& record) {
+    if (record == nullptr) return;
     std::unique_lock<std::mutex> lock(mutex);
-    completed_cv.wait(lock, [&] { return completed >= sequence; });
+    completed_cv.wait(lock, [&] { return record->done; });
+  }
+  void complete(event_record& record) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      record.done = true;
+      record.done_at = std::chrono::steady_clock::now();
+    }
+    completed_cv.notify_all();
   }
 };
 

@@ -365,6 +365,8 @@ class pool_state {
   void put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
+  // Keeps `event` for reuse (destroys it if no memory can be had for that).
+  void return_event_locked(event_handle event) noexcept;
 
   memory_resource& upstream_;
   pool_options options_;

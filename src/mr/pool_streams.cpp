@@ -61,19 +61,23 @@ bool pool_state::fenceable(pool_stream const& s) const noexcept {
 }
 
 std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_stream& s) {
-  // The smallest fit among the extents of the streams that may be recorded on. Their extents
-  // change under their own locks: the fit is looked up again below, under the lock of the one
-  // chosen. A stream whose lock is busy (its thread is carving or freeing) is passed over: waiting
-  // for the locks of 15 busy streams took 5.5 us per miss on an H100 with 16 threads.
   // Not in an expandable pool: its growth moves pages of the free extents and the growing
   // stream's, and extents moved between streams left it mapping pages on most misses (an H100,
   // 16 threads, large blocks: 5.8 us per pair instead of 0.16).
   if (!options_.wait_across_streams || vrange_ != nullptr) return 0;
+  // The smallest fit among the extents of the streams that may be recorded on. Their extents
+  // change under their own locks: the fit is looked up again below, under the lock of the one
+  // chosen. A stream whose lock is busy (its thread is carving or freeing) is passed over while
+  // choosing: waiting for the locks of 15 busy streams took 5.5 us per miss on an H100 with 16
+  // threads. Not the legacy default stream: a wait for it waits for every blocking stream, and
+  // what it owns was mostly freed on released streams, which were synchronised already.
   pool_stream* owner = nullptr;
   std::size_t owner_fit = 0;
   for (auto& entry : streams_) {
     pool_stream& o = *entry.second;
-    if (&o == &s || !fenceable(o) || o.extents.bytes() < size) continue;
+    if (&o == &s || !fenceable(o) || o.key.which == pool_stream_key::kind::null_stream ||
+        o.extents.bytes() < size)
+      continue;
     std::unique_lock<std::mutex> arena(o.mutex, std::try_to_lock);
     if (!arena.owns_lock()) continue;
     pool_extent_entry const* const fit = o.extents.best_fit(size);
@@ -83,10 +87,15 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     }
   }
   if (owner == nullptr) return 0;
-  // The null and per-thread handles name the current device's streams: the pool's must be current.
-  scoped_device const on_device(backend_, device_);
   event_handle event = nullptr;
+  pool_extent_entry* fit = nullptr;
+  std::unique_lock<std::mutex> arena(owner->mutex);
   try {
+    // The null and per-thread handles name the current device's streams: the pool's must be
+    // current.
+    scoped_device const on_device(backend_, device_);
+    fit = owner->extents.best_fit(size);
+    if (fit == nullptr) return 0;
     // A handle names the stream it was seen with only while that stream lives: one destroyed
     // without release_stream may have left its address to a new stream, and an event recorded
     // there would not follow the old stream's work.
@@ -94,34 +103,26 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
         backend_.stream_id(owner->handle) != owner->key.id)
       return 0;
     // A stream being captured into a graph cannot wait for an event recorded outside its capture,
-    // nor can an event recorded in a capture be waited for outside it.
+    // nor may an event recorded in a capture be waited for outside it (the waiting stream would
+    // join the capture). Asked under the owner's lock, just before the record.
     if (backend_.stream_is_capturing(s.handle) || backend_.stream_is_capturing(owner->handle))
       return 0;
     event = take_event_locked();
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": taking another stream's free memory failed: " + e.what());
-    return 0;
-  }
-  std::lock_guard<std::mutex> arena(owner->mutex);
-  pool_extent_entry* const fit = owner->extents.best_fit(size);
-  if (fit == nullptr) {
-    spare_events_.push_back(event);
-    return 0;
-  }
-  try {
     // Recorded with the owner's lock held: the extent holds only blocks handed back before it.
     backend_.record_event(event, owner->handle);
     backend_.stream_wait_event(s.handle, event);
   } catch (std::exception const& e) {
-    spare_events_.push_back(event);
+    if (event != nullptr) return_event_locked(event);
     log(log_level::warn, name() + ": taking another stream's free memory failed: " + e.what());
     return 0;
   }
-  // The wait holds the record it was made for: the event may be recorded again at once.
-  spare_events_.push_back(event);
+  // The wait is for the record it followed (a backend's contract, as CUDA's): the event may be
+  // recorded again at once.
+  return_event_locked(event);
   ++stream_waits_;
   // The whole extent moves: `s` carves its next blocks from the rest without another wait, and
-  // blocks of the two streams do not interleave in it.
+  // blocks of the two streams do not interleave in it. The rest takes `s`'s current epoch: no
+  // fence recorded on `s` before the wait covers it.
   std::uintptr_t const base = fit->second.start;
   std::size_t moved = fit->second.size;
   if (moved > size) {
@@ -138,6 +139,18 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   owner->net_returned -= static_cast<std::int64_t>(moved);
   owner->extents.take(*fit, moved);
   return base;
+}
+
+void pool_state::return_event_locked(event_handle event) noexcept {
+  try {
+    spare_events_.push_back(event);
+  } catch (...) {  // no memory to keep it: destroyed instead
+    try {
+      scoped_device const on_device(backend_, device_);
+      backend_.destroy_event(event);
+    } catch (...) {
+    }
+  }
 }
 
 void pool_state::reap_retired_locked() noexcept {

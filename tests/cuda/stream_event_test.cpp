@@ -191,6 +191,39 @@ TEST(cuda_event, stream_wait_event_orders_a_second_stream) {
   EXPECT_TRUE(has_pattern(dst.as<std::uint8_t>(), n, 4));
 }
 
+TEST(cuda_event, a_wait_is_for_the_record_it_followed_not_a_later_one) {
+  // The event is recorded on a held stream, waited for on a second, then recorded again on an
+  // idle third stream, which completes at once. The second stream still waits for the first
+  // record (CUDA's rule): its host function runs only once the first stream's hold opens.
+  auto& b = backend();
+  scoped_stream held, waiting, idle;
+  scoped_event event;
+  std::atomic<bool> opened{false};
+  std::atomic<bool> ran_before_open{false};
+  std::atomic<bool> ran{false};
+  {
+    stream_gate gate;
+    gate.block(held.get());
+    b.enqueue_host_function(held.get(), [&] {});
+    b.record_event(event.get(), held.get());
+    b.stream_wait_event(waiting.get(), event.get());
+    b.enqueue_host_function(waiting.get(), [&] {
+      ran_before_open = !opened.load();
+      ran = true;
+    });
+    b.record_event(event.get(), idle.get());
+    b.synchronize_stream(idle.get());
+    b.synchronize_event(event.get());  // the latest record: the idle stream's
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(ran.load()) << "the wait ended with a later record of the event";
+    opened = true;
+    gate.open();
+  }
+  b.synchronize_stream(waiting.get());
+  EXPECT_TRUE(ran.load());
+  EXPECT_FALSE(ran_before_open.load());
+}
+
 TEST(cuda_stream, host_functions_run_in_stream_order_after_prior_work) {
   auto& b = backend();
   scoped_stream stream;

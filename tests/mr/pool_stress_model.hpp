@@ -49,7 +49,8 @@ class pool_stress {
   static constexpr std::size_t upstream_bytes = 2 * GiB;
   static constexpr std::size_t staging_bytes = 1 * GiB;
 
-  pool_stress(std::uint64_t seed, device_backend* pool_backend)
+  // wait_across_streams: the pool's option of that name (the model follows the waits it makes).
+  pool_stress(std::uint64_t seed, device_backend* pool_backend, bool wait_across_streams = false)
       : rng_(seed),
         upstream_(upstream_bytes),
         staging_base_(backend().allocate_pinned(staging_bytes, {})),
@@ -61,7 +62,7 @@ class pool_stress {
     options.chunk_size = 16 * MiB;
     options.fence_bytes = 2 * MiB;                 // fences often
     options.thread_cache_class_bytes = 256 * KiB;  // caches overflow often
-    options.wait_across_streams = true;            // the pool orders streams itself too
+    options.wait_across_streams = wait_across_streams;
     pool_ = std::make_unique<pool_resource>(upstream_, options);
     for (auto& s : streams_)
       s.handle = backend().create_stream(true);

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <tuple>
 
 namespace gpumem {
 namespace {
@@ -32,14 +33,21 @@ using pool_stress_detail::lying_backend;
 using pool_stress_detail::pool_stress;
 using pool_stress_detail::stress_report;
 
-class pool_stress_seeds : public ::testing::TestWithParam<std::uint64_t> {};
+// (seed, pool_options::wait_across_streams)
+class pool_stress_seeds : public ::testing::TestWithParam<std::tuple<std::uint64_t, bool>> {};
 
 TEST_P(pool_stress_seeds, no_cross_stream_reuse_before_completion_and_patterns_intact) {
-  pool_stress stress(GetParam(), nullptr);
+  auto const [seed, wait_across_streams] = GetParam();
+  pool_stress stress(seed, nullptr, wait_across_streams);
   stress_report const report = stress.run(1500);
   EXPECT_EQ(report.model_violations, 0) << report.first_problem;
   EXPECT_EQ(report.pattern_mismatches, 0) << report.first_problem;
   EXPECT_GT(report.checked_frees, 4 * report.unchecked_frees) << "the staging region is too small";
+  if (wait_across_streams) {
+    EXPECT_GT(report.stream_waits, 0u) << "no miss was served from another stream's memory";
+  } else {
+    EXPECT_EQ(report.stream_waits, 0u);
+  }
   std::printf(
       "%d frees checked, %d unchecked; peak upstream %zu MiB, peak staging %zu MiB; %llu misses "
       "served from another stream's memory\n",
@@ -47,7 +55,9 @@ TEST_P(pool_stress_seeds, no_cross_stream_reuse_before_completion_and_patterns_i
       report.staging_peak / MiB, static_cast<unsigned long long>(report.stream_waits));
 }
 
-INSTANTIATE_TEST_SUITE_P(seeds, pool_stress_seeds, ::testing::Values(1u, 2u, 3u, 42u));
+INSTANTIATE_TEST_SUITE_P(seeds, pool_stress_seeds,
+                         ::testing::Combine(::testing::Values(1u, 2u, 3u, 42u, 100u, 105u, 117u),
+                                            ::testing::Bool()));
 
 TEST(pool_stress, catches_a_pool_whose_stream_ordering_is_broken) {
   lying_backend liar(backend());

@@ -69,9 +69,10 @@ struct pool_options {
   // cudaStreamWaitEvent), as cudaMallocAsync's pools do by default. Less memory held with many
   // streams, at a cost in time: each such miss records an event and adds a wait under the pool's
   // mutex (12 us on an H100 with 16 threads), and orders the two streams' work at that point
-  // (docs/mr.md has the figures). Never with a stream being captured into a graph, nor with
-  // another thread's per-thread default stream. false: memory freed on one stream reaches the
-  // others only through fences found complete, and the pool never orders streams' work.
+  // (docs/mr.md has the figures). Never with a stream being captured into a graph, nor from
+  // another thread's per-thread default stream or the legacy default stream. false (the default):
+  // memory freed on one stream reaches the others only through fences found complete, and the
+  // pool never orders streams' work.
   bool wait_across_streams = false;
   // Grow inside one reserved virtual address range (CUDA's virtual memory management; PyTorch's
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
