@@ -121,23 +121,38 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   return_event_locked(event);
   ++stream_waits_;
   // The whole extent moves: `s` carves its next blocks from the rest without another wait, and
-  // blocks of the two streams do not interleave in it. The rest takes `s`'s current epoch: no
-  // fence recorded on `s` before the wait covers it.
+  // blocks of the two streams do not interleave in it. It leaves the owner's extents before `s`'s
+  // lock is taken (never two stream locks at once; mutex_, held throughout, keeps the rest from
+  // every other walk meanwhile), and the rest takes `s`'s current epoch: no fence recorded on `s`
+  // before the wait covers it.
   std::uintptr_t const base = fit->second.start;
-  std::size_t moved = fit->second.size;
-  if (moved > size) {
-    std::lock_guard<std::mutex> own(s.mutex);
-    try {
-      if (add_extent(s.extents, base + size, moved - size, s.epoch, fit->second.chunk))
-        s.unfenced_bytes += moved - size;
-      else
-        moved = size;
-    } catch (std::exception const&) {
-      moved = size;
+  std::size_t const whole = fit->second.size;
+  std::uint64_t const owner_epoch = fit->second.epoch;
+  pool_chunk* const chunk = fit->second.chunk;
+  owner->net_returned -= static_cast<std::int64_t>(whole);
+  owner->extents.take(*fit, whole);
+  arena.unlock();
+  if (whole > size) {
+    std::uintptr_t const rest = base + size;
+    bool kept = false;
+    {
+      std::lock_guard<std::mutex> own(s.mutex);
+      try {
+        kept = add_extent(s.extents, rest, whole - size, s.epoch, chunk);
+        if (kept) s.unfenced_bytes += whole - size;
+      } catch (std::exception const&) {
+      }
+    }
+    if (!kept) {  // no memory for its node: back to the owner, as it was
+      std::lock_guard<std::mutex> back(owner->mutex);
+      try {
+        if (add_extent(owner->extents, rest, whole - size, owner_epoch, chunk))
+          owner->net_returned += static_cast<std::int64_t>(whole - size);
+      } catch (std::exception const&) {
+        note_lost(rest, whole - size);
+      }
     }
   }
-  owner->net_returned -= static_cast<std::int64_t>(moved);
-  owner->extents.take(*fit, moved);
   return base;
 }
 
