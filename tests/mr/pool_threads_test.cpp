@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <random>
@@ -71,6 +72,51 @@ TEST_F(pool_test, threads_share_a_pool) {
   pool.release_stream(b);
   pool.trim();
   EXPECT_EQ(pool.statistics().held_bytes, 0u);
+}
+
+TEST_F(pool_test, threads_on_their_own_streams_take_each_others_memory_with_waits) {
+  // wait_across_streams with four threads, each on a stream of its own, on large blocks whose
+  // sizes keep changing: streams take each other's extents (and wait for each other) while their
+  // threads carve and free their own; the pool stays consistent (ThreadSanitizer runs this in CI).
+  pool_options options;
+  options.wait_across_streams = true;
+  options.max_cached_size = 1 * MiB;
+  pool_resource pool(upstream, options);
+  constexpr int thread_count = 4;
+  std::vector<stream_handle> streams;
+  for (int t = 0; t < thread_count; ++t)
+    streams.push_back(backend().create_stream(true));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < thread_count; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(300 + t);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (int i = 0; i < 3000; ++i) {
+        if (live.size() < 12 && (live.empty() || rng() % 2)) {
+          std::size_t const bytes = (2 + rng() % 30) * MiB + rng() % KiB;
+          live.emplace_back(pool.allocate(bytes, streams[t]), bytes);
+        } else {
+          std::size_t const k = rng() % live.size();
+          pool.deallocate(live[k].first, live[k].second, streams[t]);
+          live[k] = live.back();
+          live.pop_back();
+        }
+      }
+      for (auto const& [p, bytes] : live)
+        pool.deallocate(p, bytes, streams[t]);
+    });
+  for (auto& thread : threads)
+    thread.join();
+  pool.check_invariants();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_GT(st.stream_waits, 0u) << "no stream took another's memory";
+  std::printf("%llu stream waits\n", static_cast<unsigned long long>(st.stream_waits));
+  for (stream_handle s : streams) {
+    pool.release_stream(s);
+    backend().destroy_stream(s);
+  }
+  pool.check_invariants();
 }
 
 TEST_F(pool_test, same_size_churn_takes_the_shared_mutex_only_to_fill_the_cache) {
