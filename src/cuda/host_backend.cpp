@@ -322,13 +322,18 @@ class host_backend final : public detail::vmm_backend {
     if (!start->timing || !stop->timing)
       fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "elapsed_ms",
            "an event was created without timing");
+    std::shared_ptr<event_record> const first = start->current();
+    std::shared_ptr<event_record> const last = stop->current();
+    if (first == nullptr || last == nullptr)  // as CUDA: an event never recorded has no time
+      fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "elapsed_ms",
+           "an event has never been recorded");
     if (!start->query() || !stop->query())
       fail(not_ready, "cudaErrorNotReady", "elapsed_ms", "an event has not completed");
-    auto const completed_at = [](event_impl& e) {
+    auto const done_at = [](event_impl& e, event_record const& r) {
       std::lock_guard<std::mutex> lock(e.mutex);
-      return e.latest->done_at;  // query() said it is done, so there is one
+      return r.done_at;
     };
-    return std::chrono::duration<float, std::milli>(completed_at(*stop) - completed_at(*start))
+    return std::chrono::duration<float, std::milli>(done_at(*stop, *last) - done_at(*start, *first))
         .count();
   }
 

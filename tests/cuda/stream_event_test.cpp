@@ -160,6 +160,13 @@ TEST(cuda_event, elapsed_time_needs_timing_events) {
   // The host function between the records slept at least 2 ms (less the clock's resolution).
   EXPECT_GE(ms, 1.9f);
 
+  // CUDA documents cudaErrorInvalidResourceHandle for an event never recorded; the host backend
+  // raises the same.
+  if (b.kind() == gpumem::backend_kind::host) {
+    scoped_event never_recorded(/*timing=*/true);
+    EXPECT_THROW((void)b.elapsed_ms(start.get(), never_recorded.get()), gpumem::cuda_error);
+  }
+
   scoped_event plain_start(/*timing=*/false), plain_stop(/*timing=*/false);
   b.record_event(plain_start.get(), stream.get());
   b.record_event(plain_stop.get(), stream.get());
