@@ -26,6 +26,7 @@
 //     competitors and --only runs one trace (replay: both replays), for quick experiments; --log
 //     replays that log instead of the two; --wait-across-streams turns that option on for the
 //     chunked pool.
+#include "support/alloc_cases.hpp"
 #include "support/bench_support.hpp"
 #include "support/competitors.hpp"
 #include "support/traces.hpp"
@@ -88,13 +89,6 @@ void run_trace(memory_resource& mr, trace const& t, stream_handle stream) {
     throw;
   }
 }
-
-struct case_spec {
-  std::string name;
-  // The trace of one thread: seed, and the fraction of the full length to generate.
-  std::function<trace(std::uint64_t, double)> make;
-  bool shaped = false;  // a loop with changing shapes: its memory held is a goal
-};
 
 struct result {
   double ns = -1;                // per pair (wall time / all threads' pairs); -1: out of memory
@@ -289,31 +283,6 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                    nullptr});
   }
   return all;
-}
-
-std::vector<case_spec> make_cases(bool quick) {
-  std::size_t const scale = quick ? 20 : 1;
-  auto random = [](std::size_t lo, std::size_t hi, std::size_t pairs, std::size_t live) {
-    return [=](std::uint64_t seed, double fraction) {
-      auto const n = std::max<std::size_t>(
-          50, static_cast<std::size_t>(static_cast<double>(pairs) * fraction));
-      return random_trace(seed, lo, hi, n, live);
-    };
-  };
-  auto steps = [](std::size_t full, double fraction) {
-    return std::max<std::size_t>(1, static_cast<std::size_t>(static_cast<double>(full) * fraction));
-  };
-  return {
-      {"small", random(256, 4 * KiB, 200000 / scale, quick ? 100u : 1000u)},
-      {"mixed", random(1 * KiB, 4 * MiB, 200000 / scale, quick ? 64u : 1000u)},
-      {"large", random(1 * MiB, 64 * MiB, 20000 / scale, quick ? 4u : 100u)},
-      {"training",
-       [=](std::uint64_t seed, double f) { return training_loop(seed, steps(160 / scale, f)); },
-       true},
-      {"inference",
-       [=](std::uint64_t seed, double f) { return inference_loop(seed, steps(24 / scale, f)); },
-       true},
-  };
 }
 
 int run(int argc, char** argv) {
