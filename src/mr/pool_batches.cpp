@@ -33,7 +33,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   {
     // Blocks this stream freed earlier, or carved from its extents: its lock alone, never the
     // pool's mutex.
-    std::lock_guard<std::mutex> arena(s.mutex);
+    std::lock_guard<pool_lock> arena(s.mutex);
     auto& list = s.class_lists[cls];
     s.class_used[cls] = s.misses;
     while (got < want && !list.empty()) {
@@ -112,7 +112,7 @@ std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, st
     auto const n = static_cast<std::uint32_t>(std::min<std::size_t>(want, fit->second.size / size));
     std::uintptr_t base = 0;
     {
-      std::lock_guard<std::mutex> arena(s.mutex);
+      std::lock_guard<pool_lock> arena(s.mutex);
       base = take_slab_held(*fit, n * size, pool_slab_bytes, s);
     }
     bin.push_run(base, n, size);
@@ -143,7 +143,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
   // Parked on the stream's own lists (its lists lock only): no other stream may take them until
   // they are drained into extents, so they need no fence now.
   try {
-    std::lock_guard<std::mutex> lists(s.mutex);
+    std::lock_guard<pool_lock> lists(s.mutex);
     auto& list = s.class_lists[cls];
     s.class_used[cls] = s.misses;
     list.reserve(list.size() + move);
@@ -176,7 +176,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
 void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
   pool_stream& s = *cache.stream;
   std::int64_t moved_bytes = 0;
-  std::unique_lock<std::mutex> lists(s.mutex);
+  std::unique_lock<pool_lock> lists(s.mutex);
   for (unsigned c = 0; c < cache.num_classes; ++c) {
     pool_bin& bin = cache.bins[c];
     std::size_t const size = pool_class_size(c);

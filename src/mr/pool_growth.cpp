@@ -236,7 +236,7 @@ std::size_t pool_state::trim_locked(pool_stream* stream, bool shrink_range,
     };
     collect(free_);
     if (stream != nullptr) {
-      std::lock_guard<std::mutex> arena(stream->mutex);
+      std::lock_guard<pool_lock> arena(stream->mutex);
       collect(stream->extents);
     }
     later->reserve(later->size() + candidates.size());  // no push_back below can fail
@@ -257,8 +257,8 @@ std::size_t pool_state::trim_chunk_locked(pool_chunk& chunk, pool_stream* stream
   // two: a growth adds it to the free extents, the stream carves a block from it and frees the
   // block into its own extents, next to the rest still free, and the two are never merged (they
   // have different owners). A chunk in use has a gap in that cover.
-  std::unique_lock<std::mutex> arena;
-  if (stream != nullptr) arena = std::unique_lock<std::mutex>(stream->mutex);
+  std::unique_lock<pool_lock> arena;
+  if (stream != nullptr) arena = std::unique_lock<pool_lock>(stream->mutex);
   if (!wholly_free_locked(chunk, stream)) return 0;
   // Before a growth, a chunk goes back at the second trim that finds it unused: a chunk that the
   // loop's current phase left free is often what its next phase takes again, and giving it back

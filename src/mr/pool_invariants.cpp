@@ -98,7 +98,7 @@ void pool_state::check_invariants() const {
   std::size_t listed_total = 0;
   for (auto const& entry : streams_) {
     pool_stream const& s = *entry.second;
-    std::lock_guard<std::mutex> arena(s.mutex);
+    std::lock_guard<pool_lock> arena(s.mutex);
     owned_total += check_set(s.extents, &s, range_kind::owned);
     std::uint64_t last = s.completed;
     for (auto const& fence : s.fences) {

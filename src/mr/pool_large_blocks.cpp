@@ -45,7 +45,7 @@ void pool_large_blocks::rebuild(shard& s) {
 
 void pool_large_blocks::insert(std::uintptr_t addr, block b) {
   shard& s = shard_of(addr);
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<pool_lock> lock(s.mutex);
   // At most half the slots in use (live or removed): probes stay short.
   if ((s.used + s.removed + 1) * 2 > s.capacity) rebuild(s);
   std::size_t at = home(addr, s.capacity);
@@ -71,7 +71,7 @@ void pool_large_blocks::insert(std::uintptr_t addr, block b) {
 pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::size_t size,
                                                      pool_chunk*& chunk) noexcept {
   shard& s = shard_of(addr);
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<pool_lock> lock(s.mutex);
   if (s.capacity == 0) return outcome::not_live;
   for (std::size_t at = home(addr, s.capacity);; at = (at + 1) & (s.capacity - 1)) {
     slot& candidate = s.slots[at];
@@ -89,7 +89,7 @@ pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::s
 
 bool pool_large_blocks::look_up(std::uintptr_t addr) noexcept {
   shard& s = shard_of(addr);
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<pool_lock> lock(s.mutex);
   if (s.capacity == 0) return false;
   for (std::size_t at = home(addr, s.capacity);; at = (at + 1) & (s.capacity - 1)) {
     std::uintptr_t const key = s.slots[at].key;

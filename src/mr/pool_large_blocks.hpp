@@ -18,6 +18,7 @@
 #pragma once
 
 #include "pool_extents.hpp"
+#include "pool_lock.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -57,7 +58,7 @@ class pool_large_blocks {
     block value;
   };
   struct alignas(64) shard {
-    std::mutex mutex;
+    pool_lock mutex;
     std::unique_ptr<slot[]> slots;
     std::size_t capacity = 0;  // a power of two
     std::size_t used = 0;      // live records

@@ -25,7 +25,7 @@ constexpr std::size_t pool_large_fences_polled = 8;
 
 void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noexcept {
   pool_stream& s = *cache.stream;
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   if (s.extents.empty()) return nullptr;
   pool_extent_entry* const fit = s.extents.best_fit(size);
   if (fit == nullptr) return nullptr;
@@ -69,7 +69,7 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
   if (!check_large_free(addr, size, chunk)) return own_free::refused;
   bool fence = false;
   {
-    std::lock_guard<std::mutex> arena(s.mutex);
+    std::lock_guard<pool_lock> arena(s.mutex);
     // The range's chunk of an expandable pool changes size under chunks_mutex_: read it under it.
     std::shared_lock<std::shared_mutex> chunks(chunks_mutex_, std::defer_lock);
     if (vrange_ != nullptr) chunks.lock();

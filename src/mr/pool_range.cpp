@@ -118,8 +118,8 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
 
 bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool_stream* s,
                                    std::uint64_t own_upto, std::size_t fresh) {
-  std::unique_lock<std::mutex> arena;
-  if (s != nullptr) arena = std::unique_lock<std::mutex>(s->mutex);
+  std::unique_lock<pool_lock> arena;
+  if (s != nullptr) arena = std::unique_lock<pool_lock>(s->mutex);
   std::size_t const page = vrange_->page();
   std::size_t const need = pool_round_up(size);
   std::uintptr_t const base = vrange_->base();
@@ -304,8 +304,8 @@ std::size_t pool_state::fresh_allowance_locked(std::size_t need) noexcept {
 }
 
 void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept {
-  std::unique_lock<std::mutex> arena;
-  if (s != nullptr) arena = std::unique_lock<std::mutex>(s->mutex);
+  std::unique_lock<pool_lock> arena;
+  if (s != nullptr) arena = std::unique_lock<pool_lock>(s->mutex);
   growing_ -= plan.fresh_bytes;
   for (std::size_t i = 0; i < plan.sources.size(); ++i) {
     auto const& source = plan.sources[i];

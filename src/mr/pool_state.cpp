@@ -225,7 +225,7 @@ void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
 }
 
 std::uintptr_t pool_state::best_fit_locked(std::size_t size, pool_stream& s) {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   pool_extent_entry* const own = s.extents.best_fit(size);
   pool_extent_entry* const any = free_.best_fit(size);
   if (own != nullptr && (any == nullptr || own->second.size <= any->second.size))
@@ -414,12 +414,12 @@ void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s,
 }
 
 void pool_state::reset_full_drains(pool_stream& s) noexcept {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   s.full_drains = 0;
 }
 
 bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   if (s.extents.empty() || free_.empty()) return false;
   // A merged extent is a free extent and at most two neighbours of the stream's: none holds `size`
   // unless the largest of each could (the common case of a large miss: nothing to walk).
@@ -464,7 +464,7 @@ bool pool_state::adopt_for_fit_locked(pool_stream& s, std::size_t size) {
 bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
   bool found = free_.overlaps(addr, size);
   for (auto it = streams_.begin(); !found && it != streams_.end(); ++it) {
-    std::lock_guard<std::mutex> arena(it->second->mutex);
+    std::lock_guard<pool_lock> arena(it->second->mutex);
     found = it->second->extents.overlaps(addr, size);
   }
   if (found) log_overlap(addr, size);

@@ -5,11 +5,12 @@
 // pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp, pool_growth.cpp, pool_range.cpp,
 // pool_invariants.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
-//   * each pool_stream::mutex guards that stream's arena: its class lists and its extents. A
-//     thread cache refills from and overflows to its stream's lists, and carves new blocks from
-//     its stream's extents, under that lock alone: with one thread per stream, only the pool's
-//     slow paths (polls, reclaims, fences, trim, validation) ever wait for it, and threads on
-//     separate streams do not meet until a stream's arena runs dry;
+//   * each pool_stream::mutex (a pool_lock: cheap when uncontended, pool_lock.hpp) guards that
+//     stream's arena: its class lists and its extents. A thread cache refills from and overflows
+//     to its stream's lists, and carves new blocks from its stream's extents, under that lock
+//     alone: with one thread per stream, only the pool's slow paths (polls, reclaims, fences,
+//     trim, validation) ever wait for it, and threads on separate streams do not meet until a
+//     stream's arena runs dry;
 //   * chunks_mutex_ (shared) lets a stream look chunks up without mutex_; growth and trim take it
 //     exclusively, with mutex_ held, to change the chunk table;
 //   * order: mutex_, then a stream's lock (several only with mutex_ held), then chunks_mutex_. A

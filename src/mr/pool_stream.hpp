@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pool_extents.hpp"
+#include "pool_lock.hpp"
 
 #include <gpumem/cuda/device_backend.hpp>
 
@@ -94,7 +95,7 @@ struct alignas(64) pool_stream {
   std::uint64_t completed = 0;
 
   // The arena, under `mutex` (epoch is written with the pool's mutex held as well).
-  alignas(64) mutable std::mutex mutex;
+  alignas(64) mutable pool_lock mutex;
   std::uint64_t epoch = 1;         // given to extents handed back now
   pool_extent_set extents;         // owned by this stream: reusable by it at once
   std::size_t unfenced_bytes = 0;  // extents handed back since the last fence

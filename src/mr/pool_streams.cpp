@@ -78,7 +78,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     if (&o == &s || !fenceable(o) || o.key.which == pool_stream_key::kind::null_stream ||
         o.extents.bytes() < size)
       continue;
-    std::unique_lock<std::mutex> arena(o.mutex, std::try_to_lock);
+    std::unique_lock<pool_lock> arena(o.mutex, std::try_to_lock);
     if (!arena.owns_lock()) continue;
     pool_extent_entry const* const fit = o.extents.best_fit(size);
     if (fit != nullptr && (owner == nullptr || fit->second.size < owner_fit)) {
@@ -89,7 +89,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   if (owner == nullptr) return 0;
   event_handle event = nullptr;
   pool_extent_entry* fit = nullptr;
-  std::unique_lock<std::mutex> arena(owner->mutex);
+  std::unique_lock<pool_lock> arena(owner->mutex);
   try {
     // The null and per-thread handles name the current device's streams: the pool's must be
     // current.
@@ -136,7 +136,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     std::uintptr_t const rest = base + size;
     bool kept = false;
     {
-      std::lock_guard<std::mutex> own(s.mutex);
+      std::lock_guard<pool_lock> own(s.mutex);
       try {
         kept = add_extent(s.extents, rest, whole - size, s.epoch, chunk);
         if (kept) s.unfenced_bytes += whole - size;
@@ -144,7 +144,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
       }
     }
     if (!kept) {  // no memory for its node: back to the owner, as it was
-      std::lock_guard<std::mutex> back(owner->mutex);
+      std::lock_guard<pool_lock> back(owner->mutex);
       try {
         if (add_extent(owner->extents, rest, whole - size, owner_epoch, chunk))
           owner->net_returned += static_cast<std::int64_t>(whole - size);
@@ -213,7 +213,7 @@ event_handle pool_state::take_event_locked() {
 // the epoch's increment.
 void pool_state::fence_locked(pool_stream& s) {
   if (!fenceable(s)) return;
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   if (s.unfenced_bytes == 0) return;
   // The null and per-thread handles name the current device's stream: the pool's device must be
   // current (callers need not make it so: selects_own_device).
@@ -233,7 +233,7 @@ void pool_state::fence_locked(pool_stream& s) {
 }
 
 std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   return s.epoch++;
 }
 
@@ -294,7 +294,7 @@ bool pool_state::poll_locked() {
 }
 
 void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   s.completed = std::max(s.completed, std::min(upto, s.epoch));
   auto& owned = s.extents.extents();
   for (auto it = owned.begin(); it != owned.end();) {
@@ -319,7 +319,7 @@ void pool_state::release_owner_locked(pool_stream& s, std::uint64_t upto) {
 
 void pool_state::drain_class_lists_locked(pool_stream& s, bool cold_only) {
   if (s.class_list_bytes.load(std::memory_order_relaxed) == 0) return;
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   drain_class_lists_held(s, cold_only);
 }
 
@@ -367,7 +367,7 @@ bool pool_state::give_back_held(void* ptr, std::size_t size, pool_stream& s) noe
 }
 
 bool pool_state::give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept {
-  std::lock_guard<std::mutex> arena(s.mutex);
+  std::lock_guard<pool_lock> arena(s.mutex);
   return give_back_held(ptr, size, s);
 }
 
@@ -377,7 +377,7 @@ void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) n
   // threads on separate streams serialise; the slow path polls them all when someone runs short.
   if (streams_.size() < 2 || !fenceable(s)) return;
   {
-    std::lock_guard<std::mutex> arena(s.mutex);
+    std::lock_guard<pool_lock> arena(s.mutex);
     if (s.unfenced_bytes < threshold) return;
   }
   try {
