@@ -59,6 +59,8 @@ timed_upstream* pools_upstream = nullptr;
 int repetitions = 3;
 // --wait-across-streams: the chunked pool with pool_options::wait_across_streams.
 bool wait_across_streams = false;
+// --held-target X: the expandable pool's pool_options::held_target (default: the option's).
+double held_target = pool_options{}.held_target;
 
 struct competitor {
   std::string name;
@@ -147,7 +149,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
             stderr,
             "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
             "the upstream, all threads), %llu reclaims, %llu stream waits, %llu events, %llu "
-            "device queries, %.4f "
+            "device queries, %llu pages mapped, %.4f "
             "lock "
             "acquisitions per pair (large path: %.2f ms waiting, %.2f ms holding), held %zu B "
             "(%.2fx the sum of the traces' peaks); ms per thread "
@@ -161,6 +163,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
             static_cast<unsigned long long>(s.stream_waits - before.stream_waits),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
             static_cast<unsigned long long>(s.device_queries - before.device_queries),
+            static_cast<unsigned long long>(s.pages_mapped - before.pages_mapped),
             static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
                 static_cast<double>(pairs),
             static_cast<double>(s.large_lock_wait_ns - before.large_lock_wait_ns) * 1e-6,
@@ -257,6 +260,7 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                    [&] {
                      pool_options o;
                      o.expandable = true;
+                     o.held_target = held_target;
                      return std::make_unique<pool_resource>(upstream, o);
                    },
                    nullptr, nullptr});
@@ -308,16 +312,22 @@ int run(int argc, char** argv) {
       repetitions = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
       wait_across_streams = true;
+    else if (std::strcmp(argv[i], "--held-target") == 0 && i + 1 < argc &&
+             std::atof(argv[i + 1]) >= 1.0)
+      held_target = std::atof(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
-                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams]\n"
+                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
+                   "[--held-target X]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
                    "  --reps N: timed runs per measurement, median reported (default 3)\n"
                    "  --wait-across-streams: the chunked pool with "
-                   "pool_options::wait_across_streams\n");
+                   "pool_options::wait_across_streams\n"
+                   "  --held-target X: the expandable pool's pool_options::held_target (at "
+                   "least 1)\n");
       return 2;
     }
   }
@@ -330,6 +340,7 @@ int run(int argc, char** argv) {
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());
   if (wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
+  std::printf("gpumem expandable: pool_options::held_target %.3g\n", held_target);
 
   timed_upstream upstream;
   pools_upstream = &upstream;
