@@ -56,7 +56,7 @@ namespace {
 
 timed_upstream* pools_upstream = nullptr;
 // Timed runs per measurement (after the warm-up); the median is reported.
-int repetitions = 3;
+int repetitions = 5;
 // --wait-across-streams: the chunked pool with pool_options::wait_across_streams.
 bool wait_across_streams = false;
 // --held-target X: the expandable pool's pool_options::held_target (default: the option's).
@@ -323,7 +323,7 @@ int run(int argc, char** argv) {
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
-                   "  --reps N: timed runs per measurement, median reported (default 3)\n"
+                   "  --reps N: timed runs per measurement, median reported (default 5)\n"
                    "  --wait-across-streams: the chunked pool with "
                    "pool_options::wait_across_streams\n"
                    "  --held-target X: the expandable pool's pool_options::held_target (at "
