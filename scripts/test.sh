@@ -10,8 +10,9 @@
 #      on, full-structure checks after every operation of the stress tests), running the host tests
 #      again;
 #   4. a thread sanitizer build of the host code, running the tests of the concurrent parts: the
-#      pool, the resource contract suite, the deferred-deallocation queue (manager tests), the device
-#      heap, the NRT and the strings transform (concurrent calls) on the host backend;
+#      pool and its lock, the resource contract suite, the deferred-deallocation queue (manager
+#      tests), the device heap, the NRT and the strings transform (concurrent calls) on the host
+#      backend;
 #   5. the Python package: `pip install .` (without build isolation, from the build requirements
 #      install-deps.sh put in place) into a virtual environment, $build/venv, then pytest on
 #      python/tests with the host backend (GPU and framework tests skip, saying why). The package
@@ -65,7 +66,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # Only the test executables of the concurrent parts are built (and their libraries): TSan slows
 # code about tenfold, and CI has two cores. RelWithDebInfo: optimised, still with line numbers.
-tsan_tests=(test_mr_pool test_mr_contract test_manager test_nrt test_strings_transform test_buffer_stress)
+tsan_tests=(test_mr_pool test_mr_pool_extents test_mr_contract test_manager test_nrt test_strings_transform test_buffer_stress)
 stage "thread sanitizer build ($build/tsan, host backend: ${tsan_tests[*]})"
 cmake -S . -B "$build/tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMEM_CUDA=OFF \
   -DGPUMEM_SANITIZE=thread -DGPUMEM_WERROR=ON -DGPUMEM_BUILD_BENCH=OFF -DGPUMEM_BUILD_EXAMPLES=OFF

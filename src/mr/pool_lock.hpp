@@ -15,30 +15,100 @@
 #include <atomic>
 #include <cstdint>
 
+// Under ThreadSanitizer the lock tells it what it is (its mutex annotations): TSan then checks the
+// order in which these locks are taken against every other lock's, as it does for std::mutex.
+#if defined(__SANITIZE_THREAD__)
+#define GPUMEM_POOL_LOCK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPUMEM_POOL_LOCK_TSAN 1
+#endif
+#endif
+#if defined(GPUMEM_POOL_LOCK_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace gpumem::detail {
 
 class pool_lock {
  public:
-  pool_lock() = default;
+  pool_lock() noexcept { annotate(create); }
+  ~pool_lock() { annotate(destroy); }
   pool_lock(pool_lock const&) = delete;
   pool_lock& operator=(pool_lock const&) = delete;
 
   void lock() noexcept {
+    annotate(pre_lock);
     std::uint32_t expected = 0;
     if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
                                         std::memory_order_relaxed))
       lock_contended();
+    annotate(post_lock);
   }
   bool try_lock() noexcept {
+    annotate(pre_try_lock);
     std::uint32_t expected = 0;
-    return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                          std::memory_order_relaxed);
+    bool const taken = state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                                      std::memory_order_relaxed);
+    annotate(taken ? post_try_lock : post_try_lock_failed);
+    return taken;
   }
   void unlock() noexcept {
+    annotate(pre_unlock);
     if (state_.fetch_sub(1, std::memory_order_release) != 1) unlock_contended();
+    annotate(post_unlock);
   }
 
  private:
+  enum event {
+    create,
+    destroy,
+    pre_lock,
+    post_lock,
+    pre_try_lock,
+    post_try_lock,
+    post_try_lock_failed,
+    pre_unlock,
+    post_unlock
+  };
+  // Nothing but under ThreadSanitizer.
+  void annotate(event e) noexcept {
+#if defined(GPUMEM_POOL_LOCK_TSAN)
+    void* const self = this;
+    switch (e) {
+      case create:
+        __tsan_mutex_create(self, __tsan_mutex_not_static);
+        break;
+      case destroy:
+        __tsan_mutex_destroy(self, __tsan_mutex_not_static);
+        break;
+      case pre_lock:
+        __tsan_mutex_pre_lock(self, 0);
+        break;
+      case post_lock:
+        __tsan_mutex_post_lock(self, 0, 0);
+        break;
+      case pre_try_lock:
+        __tsan_mutex_pre_lock(self, __tsan_mutex_try_lock);
+        break;
+      case post_try_lock:
+        __tsan_mutex_post_lock(self, __tsan_mutex_try_lock, 0);
+        break;
+      case post_try_lock_failed:
+        __tsan_mutex_post_lock(self, __tsan_mutex_try_lock | __tsan_mutex_try_lock_failed, 0);
+        break;
+      case pre_unlock:
+        __tsan_mutex_pre_unlock(self, 0);
+        break;
+      case post_unlock:
+        __tsan_mutex_post_unlock(self, 0);
+        break;
+    }
+#else
+    (void)e;
+#endif
+  }
+
   void lock_contended() noexcept;
   void unlock_contended() noexcept;
 
