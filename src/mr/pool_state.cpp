@@ -131,7 +131,7 @@ pool_state::~pool_state() {
                              format_bytes(static_cast<std::size_t>(live)) + " still allocated");
   for (auto& entry : streams_)
     for (auto& fence : entry.second->fences)
-      spare_events_.push_back(fence.event);
+      return_event_locked(fence.event);  // destroyed at once if it cannot be kept
   for (event_handle event : spare_events_) {
     try {
       backend_.destroy_event(event);

@@ -366,7 +366,9 @@ class pool_state {
   void put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept;
   [[noreturn]] void throw_out_of_memory_locked(std::size_t size);
   event_handle take_event_locked();
-  // Keeps `event` for reuse (destroys it if no memory can be had for that).
+  // Keeps `event` for reuse, or destroys it if no memory can be had for that: never throws, so an
+  // event leaves a fence list exactly once (a push_back that threw in a loop over the fences left
+  // some events both kept and still listed, to be destroyed twice).
   void return_event_locked(event_handle event) noexcept;
 
   memory_resource& upstream_;

@@ -222,7 +222,7 @@ void pool_state::fence_locked(pool_stream& s) {
   try {
     backend_.record_event(event, s.handle);
   } catch (...) {
-    spare_events_.push_back(event);
+    return_event_locked(event);
     throw;
   }
   s.fences.push_back({event, s.epoch});
@@ -240,7 +240,7 @@ std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
 void pool_state::complete_all_fences_locked(pool_stream& s, std::uint64_t upto) {
   // Fences are recorded only under mutex_, so every fence of `s` predates the cut.
   for (auto& fence : s.fences)
-    spare_events_.push_back(fence.event);
+    return_event_locked(fence.event);
   events_completed_ += s.fences.size();
   s.fences.clear();
   release_owner_locked(s, upto);
@@ -276,7 +276,7 @@ bool pool_state::poll_stream_locked(pool_stream& s) {
   std::uint64_t completed = s.completed;
   while (!s.fences.empty() && (++device_queries_, backend_.query_event(s.fences.front().event))) {
     completed = s.fences.front().epoch;
-    spare_events_.push_back(s.fences.front().event);
+    return_event_locked(s.fences.front().event);
     s.fences.pop_front();
     ++events_completed_;
   }
