@@ -102,8 +102,10 @@ void add_log_replay(nb::module_& m) {
       },
       "path"_a, "target"_a = "pool", "initial_size"_a = 0,
       "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
-      "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true, "wait_across_streams"_a = false, "honour_streams"_a = true);
+      "max_cached_size"_a = pool_options{}.max_cached_size,
+      "expandable"_a = pool_options{}.expandable,
+      "trim_before_growth"_a = pool_options{}.trim_before_growth,
+      "wait_across_streams"_a = pool_options{}.wait_across_streams, "honour_streams"_a = true);
 }
 
 }  // namespace gpumem::python

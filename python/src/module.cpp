@@ -225,8 +225,10 @@ NB_MODULE(_gpumem, m) {
       },
       "name"_a, "device"_a = nb::none(), "log"_a = "", "initial_size"_a = 0,
       "chunk_size"_a = pool_options{}.chunk_size, "maximum_size"_a = nb::none(),
-      "max_cached_size"_a = pool_options{}.max_cached_size, "expandable"_a = false,
-      "trim_before_growth"_a = true, "wait_across_streams"_a = false,
+      "max_cached_size"_a = pool_options{}.max_cached_size,
+      "expandable"_a = pool_options{}.expandable,
+      "trim_before_growth"_a = pool_options{}.trim_before_growth,
+      "wait_across_streams"_a = pool_options{}.wait_across_streams,
       nb::call_guard<nb::gil_scoped_release>());
   m.def("reset_memory_managers", &reset_managers, nb::call_guard<nb::gil_scoped_release>());
   m.def(
