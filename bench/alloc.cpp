@@ -148,7 +148,8 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         std::fprintf(
             stderr,
             "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
-            "the upstream, all threads), %llu reclaims, %llu stream waits, %llu events, %llu "
+            "the upstream, all threads), %llu reclaims, %llu stream waits, %llu idle takes, %llu "
+            "events, %llu "
             "device queries, %llu pages mapped, %.4f "
             "lock "
             "acquisitions per pair (large path: %.2f ms waiting, %.2f ms holding), held %zu B "
@@ -161,6 +162,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
             (pools_upstream->seconds() - upstream_before) * 1e3,
             static_cast<unsigned long long>(s.reclaims - before.reclaims),
             static_cast<unsigned long long>(s.stream_waits - before.stream_waits),
+            static_cast<unsigned long long>(s.idle_takes - before.idle_takes),
             static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
             static_cast<unsigned long long>(s.device_queries - before.device_queries),
             static_cast<unsigned long long>(s.pages_mapped - before.pages_mapped),

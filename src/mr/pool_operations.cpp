@@ -219,6 +219,7 @@ pool_statistics pool_state::statistics() const {
   st.events_recorded = events_recorded_;
   st.events_completed = events_completed_;
   st.stream_waits = stream_waits_;
+  st.idle_takes = idle_takes_;
   st.device_queries = device_queries_;
   st.synchronizations = synchronizations_;
   st.upstream_allocations = upstream_allocations_;

@@ -70,6 +70,9 @@ inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
 inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;
 inline constexpr std::size_t pool_merged_list_share = 32;
 
+// Streams asked whether they are idle, at most, by one miss (take_from_idle_stream_locked).
+inline constexpr std::size_t pool_idle_queries = 4;
+
 // How many reaped released streams a pool remembers (pool_state::released_keys_).
 inline constexpr std::size_t pool_released_memory = 4096;
 
@@ -223,6 +226,10 @@ class pool_state {
   // recorded on the owner now, so that its work on the block follows the owner's. 0 if none (or
   // either stream is being captured into a graph).
   std::uintptr_t take_from_other_stream_locked(std::size_t size, pool_stream& s);
+  // A block of `size` bytes for `s` cut from the smallest fit among other streams' extents whose
+  // stream is idle on the device (asked after a cut of its epochs: what it freed before is free for
+  // every stream), taken at once; the rest of that extent stays with its owner. 0 if none.
+  std::uintptr_t take_from_idle_stream_locked(std::size_t size, pool_stream& s);
   // Drains the class lists of the other streams (the quiet ones, or all) and settles those
   // streams (see obtain); then the best fit for `size` (null if none).
   void* reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only);
@@ -459,6 +466,7 @@ class pool_state {
   std::uint64_t events_completed_ = 0;
   std::uint64_t device_queries_ = 0;  // query_event and query_stream calls (under mutex_)
   std::uint64_t stream_waits_ = 0;    // take_from_other_stream_locked
+  std::uint64_t idle_takes_ = 0;      // take_from_idle_stream_locked
   std::uint64_t synchronizations_ = 0;
   std::uint64_t upstream_allocations_ = 0;
   std::uint64_t upstream_deallocations_ = 0;

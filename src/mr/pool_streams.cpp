@@ -8,6 +8,7 @@
 #include <gpumem/core/logging.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string>
 
@@ -154,6 +155,63 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     }
   }
   return base;
+}
+
+std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_stream& s) {
+  if (vrange_ != nullptr) return 0;  // as take_from_other_stream_locked
+  // Candidates: the streams that may be asked (fenceable) with an extent that fits, smallest fit
+  // first; each costs a query of its stream, so at most pool_idle_queries are asked per miss.
+  struct candidate {
+    std::size_t fit;
+    pool_stream* owner;
+  };
+  std::array<candidate, pool_idle_queries> best{};
+  std::size_t found = 0;
+  for (auto& entry : streams_) {
+    pool_stream& o = *entry.second;
+    if (&o == &s || !fenceable(o) || o.extents.bytes() < size) continue;  // bytes(): a hint
+    // A stream whose lock is busy is passed over, as in take_from_other_stream_locked.
+    std::unique_lock<pool_lock> arena(o.mutex, std::try_to_lock);
+    if (!arena.owns_lock()) continue;
+    pool_extent_entry const* const fit = o.extents.best_fit(size);
+    if (fit == nullptr) continue;
+    // Kept sorted by fit: insert, dropping the largest when full.
+    std::size_t at = found < best.size() ? found++ : best.size();
+    while (at > 0 && best[at - 1].fit > fit->second.size) {
+      if (at < best.size()) best[at] = best[at - 1];
+      --at;
+    }
+    if (at < best.size()) best[at] = candidate{fit->second.size, &o};
+  }
+  scoped_device const on_device(backend_, device_);
+  for (std::size_t i = 0; i < found; ++i) {
+    pool_stream& owner = *best[i].owner;
+    std::uint64_t upto = 0;
+    try {
+      // A created stream's handle names it only while it lives (as in
+      // take_from_other_stream_locked); a stream being captured may not be queried.
+      if (owner.key.which == pool_stream_key::kind::created &&
+          backend_.stream_id(owner.handle) != owner.key.id)
+        continue;
+      if (backend_.stream_is_capturing(owner.handle)) continue;
+      upto = cut_epoch_locked(owner);
+      ++device_queries_;
+      if (!backend_.query_stream(owner.handle)) continue;
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": asking whether a stream is idle failed: " + e.what());
+      continue;
+    }
+    std::lock_guard<pool_lock> arena(owner.mutex);
+    pool_extent_entry* const fit = owner.extents.best_fit(size);
+    // Freed after the cut (by a thread working on the owner meanwhile): not covered by the query.
+    if (fit == nullptr || fit->second.epoch > upto) continue;
+    std::uintptr_t const base = fit->second.start;
+    owner.extents.take(*fit, size);  // cuts from the start; the rest stays the owner's
+    owner.net_returned -= static_cast<std::int64_t>(size);
+    ++idle_takes_;
+    return base;
+  }
+  return 0;
 }
 
 void pool_state::return_event_locked(event_handle event) noexcept {

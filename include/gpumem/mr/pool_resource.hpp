@@ -147,6 +147,9 @@ struct pool_statistics {
   // Misses served from another stream's free memory, the allocating stream made to wait on the
   // device (an event recorded on the other stream, cudaStreamWaitEvent) instead of growing.
   std::uint64_t stream_waits = 0;
+  // Misses served from the free memory of another stream that was idle on the device (no work
+  // queued: cudaStreamQuery), that block alone, instead of a reclaim or a growth.
+  std::uint64_t idle_takes = 0;
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
   // Frees ignored as invalid: caught by track_blocks, after close() beyond what was live then, or
