@@ -14,8 +14,6 @@ namespace gpumem::detail {
 
 namespace {
 
-// What a thread takes from the free extents for its stream's arena at a time (at least its batch).
-constexpr std::size_t pool_slab_bytes = 8 * MiB;
 // A stream merges all of its class lists back, under its own lock, at most this often between two
 // growths it makes.
 constexpr std::uint64_t pool_full_drains_per_growth = 8;

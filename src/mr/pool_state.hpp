@@ -70,6 +70,10 @@ inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
 inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;
 inline constexpr std::size_t pool_merged_list_share = 32;
 
+// What a thread takes from the free extents (or an idle stream's) for its stream's arena at a time
+// for cached sizes (at least its batch).
+inline constexpr std::size_t pool_slab_bytes = std::size_t{8} << 20;
+
 // Streams asked whether they are idle, at most, by one miss (take_from_idle_stream_locked).
 inline constexpr std::size_t pool_idle_queries = 4;
 
@@ -230,6 +234,13 @@ class pool_state {
   // stream is idle on the device (asked after a cut of its epochs: what it freed before is free for
   // every stream), taken at once; the rest of that extent stays with its owner. 0 if none.
   std::uintptr_t take_from_idle_stream_locked(std::size_t size, pool_stream& s);
+  // Another stream took `taken` bytes of `owner`'s extents (before they leave them): its counts of
+  // what it handed back follow.
+  void debit_owner_held(pool_stream& owner, std::size_t taken) noexcept;
+  // The rest of an extent taken from `owner` for `s`: into `s`'s extents at its epoch, or back to
+  // the owner's (at `owner_epoch`) when no memory can be had for the node. Takes each lock in turn.
+  void keep_rest_locked(pool_stream& s, pool_stream& owner, std::uintptr_t rest, std::size_t bytes,
+                        std::uint64_t owner_epoch, pool_chunk* chunk) noexcept;
   // Drains the class lists of the other streams (the quiet ones, or all) and settles those
   // streams (see obtain); then the best fit for `size` (null if none).
   void* reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace gpumem::detail {
@@ -130,37 +131,51 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   std::size_t const whole = fit->second.size;
   std::uint64_t const owner_epoch = fit->second.epoch;
   pool_chunk* const chunk = fit->second.chunk;
-  owner->net_returned -= static_cast<std::int64_t>(whole);
+  debit_owner_held(*owner, whole);
   owner->extents.take(*fit, whole);
   arena.unlock();
-  if (whole > size) {
-    std::uintptr_t const rest = base + size;
-    bool kept = false;
-    {
-      std::lock_guard<pool_lock> own(s.mutex);
-      try {
-        kept = add_extent(s.extents, rest, whole - size, s.epoch, chunk);
-        if (kept) s.unfenced_bytes += whole - size;
-      } catch (std::exception const&) {
-      }
-    }
-    if (!kept) {  // no memory for its node: back to the owner, as it was
-      std::lock_guard<pool_lock> back(owner->mutex);
-      try {
-        if (add_extent(owner->extents, rest, whole - size, owner_epoch, chunk))
-          owner->net_returned += static_cast<std::int64_t>(whole - size);
-      } catch (std::exception const&) {
-        note_lost(rest, whole - size);
-      }
+  if (whole > size) keep_rest_locked(s, *owner, base + size, whole - size, owner_epoch, chunk);
+  return base;
+}
+
+void pool_state::debit_owner_held(pool_stream& owner, std::size_t taken) noexcept {
+  // What the owner handed back and another stream took is no longer the owner's to fence: neither
+  // count may say more than its extents hold, nor go below nothing (a negative net_returned would
+  // put off the owner's next large-path fence by that much).
+  if (owner.net_returned > 0)
+    owner.net_returned -= std::min(owner.net_returned, static_cast<std::int64_t>(taken));
+  owner.unfenced_bytes = std::min(owner.unfenced_bytes, owner.extents.bytes() - taken);
+}
+
+void pool_state::keep_rest_locked(pool_stream& s, pool_stream& owner, std::uintptr_t rest,
+                                  std::size_t bytes, std::uint64_t owner_epoch,
+                                  pool_chunk* chunk) noexcept {
+  bool kept = false;
+  {
+    std::lock_guard<pool_lock> own(s.mutex);
+    try {
+      kept = add_extent(s.extents, rest, bytes, s.epoch, chunk);
+      if (kept) s.unfenced_bytes += bytes;
+    } catch (std::exception const&) {
     }
   }
-  return base;
+  if (kept) return;
+  // No memory for its node: back to the owner, as it was.
+  std::lock_guard<pool_lock> back(owner.mutex);
+  try {
+    if (add_extent(owner.extents, rest, bytes, owner_epoch, chunk))
+      owner.net_returned += static_cast<std::int64_t>(bytes);
+  } catch (std::exception const&) {
+    note_lost(rest, bytes);
+  }
 }
 
 std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_stream& s) {
   if (vrange_ != nullptr) return 0;  // as take_from_other_stream_locked
-  // Candidates: the streams that may be asked (fenceable) with an extent that fits, smallest fit
-  // first; each costs a query of its stream, so at most pool_idle_queries are asked per miss.
+  // Candidates: the streams that may be asked (as in take_from_other_stream_locked: fenceable, not
+  // the legacy default stream, whose query would touch every blocking stream) with an extent that
+  // fits, smallest fit first; each costs a query of its stream, so at most pool_idle_queries are
+  // asked per miss. A stream whose lock is busy is passed over.
   struct candidate {
     std::size_t fit;
     pool_stream* owner;
@@ -169,8 +184,9 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
   std::size_t found = 0;
   for (auto& entry : streams_) {
     pool_stream& o = *entry.second;
-    if (&o == &s || !fenceable(o) || o.extents.bytes() < size) continue;  // bytes(): a hint
-    // A stream whose lock is busy is passed over, as in take_from_other_stream_locked.
+    if (&o == &s || !fenceable(o) || o.key.which == pool_stream_key::kind::null_stream ||
+        o.extents.bytes() < size)  // bytes(): a hint, read without the lock
+      continue;
     std::unique_lock<pool_lock> arena(o.mutex, std::try_to_lock);
     if (!arena.owns_lock()) continue;
     pool_extent_entry const* const fit = o.extents.best_fit(size);
@@ -183,31 +199,45 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
     }
     if (at < best.size()) best[at] = candidate{fit->second.size, &o};
   }
-  scoped_device const on_device(backend_, device_);
+  if (found == 0) return 0;
+  // A cached size (one block for a thread's refill) brings a slab of the extent with it, as a
+  // slab of the free extents does (carve_batch): the stream's next refills then carve under its
+  // own lock instead of coming back here.
+  std::size_t const slab = size > options_.max_cached_size ? size : std::max(size, pool_slab_bytes);
+  std::optional<scoped_device> on_device;  // the null and per-thread handles name the current one's
   for (std::size_t i = 0; i < found; ++i) {
     pool_stream& owner = *best[i].owner;
     std::uint64_t upto = 0;
     try {
-      // A created stream's handle names it only while it lives (as in
-      // take_from_other_stream_locked); a stream being captured may not be queried.
+      if (!on_device) on_device.emplace(backend_, device_);
+      // A created stream's handle names it only while it lives; a stream being captured may not be
+      // queried, and a block for a capture is left to the capture's own rules (as
+      // take_from_other_stream_locked).
       if (owner.key.which == pool_stream_key::kind::created &&
           backend_.stream_id(owner.handle) != owner.key.id)
         continue;
+      if (backend_.stream_is_capturing(s.handle)) return 0;
       if (backend_.stream_is_capturing(owner.handle)) continue;
       upto = cut_epoch_locked(owner);
       ++device_queries_;
       if (!backend_.query_stream(owner.handle)) continue;
     } catch (std::exception const& e) {
       log(log_level::warn, name() + ": asking whether a stream is idle failed: " + e.what());
-      continue;
+      return 0;
     }
-    std::lock_guard<pool_lock> arena(owner.mutex);
+    std::unique_lock<pool_lock> arena(owner.mutex);
     pool_extent_entry* const fit = owner.extents.best_fit(size);
     // Freed after the cut (by a thread working on the owner meanwhile): not covered by the query.
     if (fit == nullptr || fit->second.epoch > upto) continue;
     std::uintptr_t const base = fit->second.start;
-    owner.extents.take(*fit, size);  // cuts from the start; the rest stays the owner's
-    owner.net_returned -= static_cast<std::int64_t>(size);
+    std::size_t const taken = std::min(slab, fit->second.size);
+    std::uint64_t const owner_epoch = fit->second.epoch;
+    pool_chunk* const chunk = fit->second.chunk;
+    debit_owner_held(owner, taken);
+    owner.extents.take(*fit, taken);  // cuts from the start; the rest stays the owner's
+    arena.unlock();
+    // The slab's rest is free for every stream (the owner was idle): `s`'s from now, at its epoch.
+    if (taken > size) keep_rest_locked(s, owner, base + size, taken - size, owner_epoch, chunk);
     ++idle_takes_;
     return base;
   }

@@ -1,6 +1,5 @@
 // pool_resource's per-stream arenas: a stream carves new blocks from its own extents without the
-// pool's mutex, the pool takes a block from another stream's extents only while that stream is
-// idle on the device and reclaims the blocks parked by other streams only from quiet ones, a double
+// pool's mutex, the pool reclaims the blocks parked by other streams only from quiet ones, a double
 // free across streams is still caught, a growth leaves room for every stream that ran short, and
 // blocks of 1 MiB and more are not left parked whole on the class lists.
 #include <gpumem/core/error.hpp>
@@ -8,7 +7,6 @@
 #include <gpumem/mr/pool_resource.hpp>
 
 #include "pool_test_support.hpp"
-#include "stream_gate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -60,76 +58,35 @@ TEST_F(pool_test, blocks_are_reclaimed_only_from_streams_that_stopped_allocating
       pool.deallocate(p, 1 * MiB, b);
   };
   churn_on_b(32);
-  backend().synchronize_stream(b);
   std::vector<void*> taken;
   auto take_on_a = [&](int n) {
     for (int i = 0; i < n; ++i)
       taken.push_back(pool.allocate(1 * MiB, a));
   };
-  {
-    // While b keeps allocating (more than its thread cache holds, so it refills) and has work in
-    // flight (held back by the gate: not idle, so none of its extents may be taken either), a's
-    // misses grow the pool instead of taking b's blocks: b would only miss in turn.
-    test::stream_gate busy;
-    busy.block(b);
-    for (int round = 0; round < 4; ++round) {
-      churn_on_b(8);
-      take_on_a(2);
-    }
-    pool_statistics const st = pool.statistics();
-    EXPECT_EQ(st.reclaims, 0u);
-    EXPECT_EQ(st.idle_takes, 0u);
-    busy.open();
+  // b has work in flight throughout (held back by the gate): it is never idle, so none of its
+  // extents can be taken at once (pool_idle_take_test.cpp), only fenced by a reclaim.
+  test::stream_gate busy;
+  busy.block(b);
+  // While b keeps allocating (more than its thread cache holds, so it refills), a's misses grow
+  // the pool instead of taking b's blocks: b would only miss in turn.
+  for (int round = 0; round < 4; ++round) {
+    churn_on_b(8);
+    take_on_a(2);
   }
+  EXPECT_EQ(pool.statistics().reclaims, 0u);
+  // Once b is quiet, a's next misses reclaim its parked blocks: a fence over them, which completes
+  // once b's work has run; meanwhile a grows.
+  take_on_a(16);
+  EXPECT_GE(pool.statistics().reclaims, 1u);
+  busy.open();
   backend().synchronize_stream(b);
-  // Once b is quiet and idle, a's next misses take its parked blocks instead of growing again.
   std::size_t const held = pool.statistics().held_bytes;
-  take_on_a(24);
+  take_on_a(16);
   pool_statistics const st = pool.statistics();
-  EXPECT_GE(st.reclaims + st.idle_takes, 1u);
-  EXPECT_LT(st.held_bytes, held + 24 * MiB) << "a grew by all it took";
+  EXPECT_EQ(st.idle_takes, 0u);
+  EXPECT_LT(st.held_bytes, held + 16 * MiB) << "a grew by all it took";
   for (void* p : taken)
     pool.deallocate(p, 1 * MiB, a);
-  pool.check_invariants();
-}
-
-TEST_F(pool_test, a_miss_takes_one_block_from_a_stream_idle_on_the_device) {
-  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
-  pool_options options;
-  options.initial_size = 64 * MiB;
-  options.chunk_size = 64 * MiB;
-  options.max_cached_size = 256 * KiB;  // every block below takes the large path
-  pool_resource pool(upstream, options);
-  // b frees 48 MiB into its own extents; the pool's free extents keep the other 16.
-  void* on_b = pool.allocate(48 * MiB, b);
-  pool.deallocate(on_b, 48 * MiB, b);
-  std::size_t const owned = pool.statistics().stream_bytes;
-  ASSERT_GE(owned, 48 * MiB);
-  {
-    // b has work in flight: its memory stays its own, and a grows the pool for 32 MiB.
-    test::stream_gate busy;
-    busy.block(b);
-    void* grown = pool.allocate(32 * MiB, a);
-    pool_statistics const st = pool.statistics();
-    EXPECT_EQ(st.idle_takes, 0u);
-    EXPECT_EQ(st.upstream_allocations, 2u);
-    EXPECT_EQ(st.stream_bytes, owned);
-    busy.open();
-    backend().synchronize_stream(b);
-    pool.deallocate(grown, 32 * MiB, a);
-    backend().synchronize_stream(a);
-  }
-  // Now b is idle: a miss of 40 MiB on a (whose own extents and the free ones are too small)
-  // takes that block, and only that, from b's extents, without growing.
-  std::size_t const b_before = pool.statistics().stream_bytes;
-  void* from_b = pool.allocate(40 * MiB, a);
-  pool_statistics const st = pool.statistics();
-  EXPECT_EQ(st.idle_takes, 1u);
-  EXPECT_EQ(st.upstream_allocations, 2u);
-  EXPECT_EQ(st.reclaims, 0u);
-  EXPECT_EQ(st.stream_bytes, b_before - 40 * MiB) << "more than the block left b's extents";
-  pool.check_invariants();
-  pool.deallocate(from_b, 40 * MiB, a);
   pool.check_invariants();
 }
 

@@ -1,0 +1,159 @@
+// pool_resource's idle takes: a stream short of memory takes a block from another stream's extents
+// only while that stream is idle on the device, never a block freed after the pool asked, never
+// from or for a stream being captured; only that block moves (a cached size brings a slab).
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include "forwarding_backend.hpp"
+#include "pool_test_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace gpumem {
+namespace {
+
+using test::pool_test;
+
+// Pools whose blocks all take the large path, over one chunk of 64 MiB to begin with.
+pool_options large_path_pool() {
+  pool_options options;
+  options.initial_size = 64 * MiB;
+  options.chunk_size = 64 * MiB;
+  options.max_cached_size = 256 * KiB;
+  return options;
+}
+
+bool overlap(void* p, void* q, std::size_t bytes) {
+  auto const x = reinterpret_cast<std::uintptr_t>(p);
+  auto const y = reinterpret_cast<std::uintptr_t>(q);
+  return x < y + bytes && y < x + bytes;
+}
+
+TEST_F(pool_test, a_miss_takes_one_block_from_a_stream_idle_on_the_device) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
+  pool_resource pool(upstream, large_path_pool());
+  // b frees 48 MiB into its own extents; the pool's free extents keep the other 16.
+  void* on_b = pool.allocate(48 * MiB, b);
+  pool.deallocate(on_b, 48 * MiB, b);
+  std::size_t const owned = pool.statistics().stream_bytes;
+  ASSERT_GE(owned, 48 * MiB);
+  {
+    // b has work in flight: its memory stays its own, and a grows the pool for 32 MiB.
+    test::closed_gate busy(b);
+    void* grown = pool.allocate(32 * MiB, a);
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.idle_takes, 0u);
+    EXPECT_EQ(st.upstream_allocations, 2u);
+    EXPECT_EQ(st.stream_bytes, owned);
+    busy.open();
+    backend().synchronize_stream(b);
+    pool.deallocate(grown, 32 * MiB, a);
+    backend().synchronize_stream(a);
+  }
+  // Now b is idle: a miss of 40 MiB on a (whose own extents and the free ones are too small)
+  // takes that block, and only that, from b's extents, without growing.
+  std::size_t const b_before = pool.statistics().stream_bytes;
+  void* from_b = pool.allocate(40 * MiB, a);
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.idle_takes, 1u);
+  EXPECT_EQ(st.upstream_allocations, 2u);
+  EXPECT_EQ(st.reclaims, 0u);
+  EXPECT_EQ(st.stream_bytes, b_before - 40 * MiB) << "more than the block left b's extents";
+  pool.check_invariants();
+  pool.deallocate(from_b, 40 * MiB, a);
+  pool.check_invariants();
+}
+
+// Runs `after_query` (once) right after the pool asks whether `watched` is idle.
+class query_hook final : public test::forwarding_backend {
+ public:
+  using forwarding_backend::forwarding_backend;
+  stream_handle watched = nullptr;
+  std::function<void()> after_query;
+  bool query_stream(stream_handle stream) override {
+    bool const idle = inner_.query_stream(stream);
+    if (stream == watched && after_query) std::exchange(after_query, nullptr)();
+    return idle;
+  }
+};
+
+TEST_F(pool_test, a_block_freed_after_the_idle_query_is_not_taken) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
+  // Between the pool's question (b is idle) and its look at b's extents, a thread queues work on
+  // block x on b and frees x: the answer does not cover that work, so x must not go to a.
+  query_hook hook(backend());
+  pool_options options = large_path_pool();
+  options.initial_size = 96 * MiB;
+  options.chunk_size = 96 * MiB;
+  options.fence_bytes = 1 * GiB;  // no fence on b's free inside the hook (it holds the mutex)
+  options.backend = &hook;
+  pool_resource pool(upstream, options);
+  void* x = pool.allocate(40 * MiB, b);
+  void* p = pool.allocate(44 * MiB, b);
+  pool.deallocate(p, 44 * MiB, b);  // b's extents: 44 MiB, next to x
+  backend().synchronize_stream(b);
+  test::stream_gate busy;
+  hook.watched = b;
+  hook.after_query = [&] {
+    busy.block(b);  // b's work on x, still to run
+    pool.deallocate(x, 40 * MiB, b);
+  };
+  void* on_a = pool.allocate(40 * MiB, a);
+  EXPECT_FALSE(overlap(on_a, x, 40 * MiB)) << "a got x while b's work on it is pending";
+  busy.open();
+  backend().synchronize_stream(b);
+  pool.deallocate(on_a, 40 * MiB, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, no_block_is_taken_from_or_for_a_stream_being_captured) {
+  // The host backend has no graphs: streams are marked as capturing (simulate_stream_capture). A
+  // capturing stream may not be queried, and a capture's blocks follow the capture's rules.
+  for (bool capture_owner : {true, false}) {
+    pool_resource pool(upstream, large_path_pool());
+    void* on_b = pool.allocate(48 * MiB, b);
+    pool.deallocate(on_b, 48 * MiB, b);
+    backend().synchronize_stream(b);
+    stream_handle const marked = capture_owner ? b : a;
+    simulate_stream_capture(backend(), marked, true);
+    void* on_a = nullptr;
+    try {
+      on_a = pool.allocate(40 * MiB, a);
+    } catch (...) {
+      simulate_stream_capture(backend(), marked, false);
+      throw;
+    }
+    simulate_stream_capture(backend(), marked, false);
+    EXPECT_EQ(pool.statistics().idle_takes, 0u) << (capture_owner ? "owner" : "taker");
+    pool.deallocate(on_a, 40 * MiB, a);
+    pool.check_invariants();
+  }
+}
+
+TEST_F(pool_test, an_idle_take_of_a_cached_size_brings_a_slab) {
+  // One block per miss would bring every later refill of the thread back to the pool's mutex: the
+  // take moves a slab of the idle stream's extent into the taker's, and the next refills carve it.
+  pool_options options = large_path_pool();
+  options.max_cached_size = pool_options{}.max_cached_size;  // 64 KiB blocks are cached sizes
+  pool_resource pool(upstream, options);
+  void* on_b = pool.allocate(60 * MiB, b);  // the large path: b's extents get it back whole
+  pool.deallocate(on_b, 60 * MiB, b);
+  backend().synchronize_stream(b);
+  // 8 MiB of 64 KiB blocks on a: the first 4 MiB from the free extents, then one take.
+  std::vector<void*> blocks;
+  for (int i = 0; i < 128; ++i)
+    blocks.push_back(pool.allocate(64 * KiB, a));
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.upstream_allocations, 1u);
+  EXPECT_EQ(st.idle_takes, 1u) << "one take for the second 4 MiB of 64 KiB blocks";
+  for (void* q : blocks)
+    pool.deallocate(q, 64 * KiB, a);
+  pool.check_invariants();
+}
+
+}  // namespace
+}  // namespace gpumem
