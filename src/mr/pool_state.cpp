@@ -296,7 +296,8 @@ std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s
 //   2. (a pool that keeps missing grows instead of merging again: pool_thrash_misses)
 //      all of the calling thread's caches and stream's lists;
 //   3. a fit in the extents of another stream that is idle on the device (asked after a cut of
-//      its epochs, at most pool_idle_queries streams, smallest fit first): that block alone;
+//      its epochs, at most pool_idle_queries streams, smallest fit first): that block alone
+//      (a cached size: with a slab for the stream's next refills);
 //   4. the parked blocks (class lists and extents) of quiet streams, those that have not
 //      allocated since the pool last grew, when they are at least half of what the pool holds,
 //      at most once per growth. Taking the blocks of a stream that is still allocating only

@@ -232,7 +232,8 @@ class pool_state {
   std::uintptr_t take_from_other_stream_locked(std::size_t size, pool_stream& s);
   // A block of `size` bytes for `s` cut from the smallest fit among other streams' extents whose
   // stream is idle on the device (asked after a cut of its epochs: what it freed before is free for
-  // every stream), taken at once; the rest of that extent stays with its owner. 0 if none.
+  // every stream), taken at once, with a slab of pool_slab_bytes for a cached size (into `s`'s
+  // extents); the rest of that extent stays with its owner. 0 if none.
   std::uintptr_t take_from_idle_stream_locked(std::size_t size, pool_stream& s);
   // Another stream took `taken` bytes of `owner`'s extents (before they leave them): its counts of
   // what it handed back follow.

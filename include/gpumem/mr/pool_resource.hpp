@@ -148,7 +148,8 @@ struct pool_statistics {
   // device (an event recorded on the other stream, cudaStreamWaitEvent) instead of growing.
   std::uint64_t stream_waits = 0;
   // Misses served from the free memory of another stream that was idle on the device (no work
-  // queued: cudaStreamQuery), that block alone, instead of a reclaim or a growth.
+  // queued: cudaStreamQuery), that block alone (with a slab for a cached size), instead of a
+  // reclaim or a growth.
   std::uint64_t idle_takes = 0;
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
