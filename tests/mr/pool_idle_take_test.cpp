@@ -1,6 +1,7 @@
 // pool_resource's idle takes: a stream short of memory takes a block from another stream's extents
 // only while that stream is idle on the device, never a block freed after the pool asked, never
-// from or for a stream being captured; only that block moves (a cached size brings a slab).
+// from or for a stream being captured nor from another thread's per-thread default stream; only
+// that block moves (a cached size brings a slab).
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -11,6 +12,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <thread>
 #include <utility>
 
 namespace gpumem {
@@ -68,16 +71,22 @@ TEST_F(pool_test, a_miss_takes_one_block_from_a_stream_idle_on_the_device) {
   pool.check_invariants();
 }
 
-// Runs `after_query` (once) right after the pool asks whether `watched` is idle.
-class query_hook final : public test::forwarding_backend {
+// What a test changes in the backend the pool sees: `after_query` runs (once) right after the
+// pool asks whether `watched` is idle, and `capturing` is said to be captured into a graph (on
+// either backend, without a real capture).
+class watching_backend final : public test::forwarding_backend {
  public:
   using forwarding_backend::forwarding_backend;
   stream_handle watched = nullptr;
   std::function<void()> after_query;
+  stream_handle capturing = nullptr;
   bool query_stream(stream_handle stream) override {
     bool const idle = inner_.query_stream(stream);
     if (stream == watched && after_query) std::exchange(after_query, nullptr)();
     return idle;
+  }
+  bool stream_is_capturing(stream_handle stream) override {
+    return (capturing != nullptr && stream == capturing) || inner_.stream_is_capturing(stream);
   }
 };
 
@@ -85,7 +94,7 @@ TEST_F(pool_test, a_block_freed_after_the_idle_query_is_not_taken) {
   GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   // Between the pool's question (b is idle) and its look at b's extents, a thread queues work on
   // block x on b and frees x: the answer does not cover that work, so x must not go to a.
-  query_hook hook(backend());
+  watching_backend hook(backend());
   pool_options options = large_path_pool();
   options.initial_size = 96 * MiB;
   options.chunk_size = 96 * MiB;
@@ -110,33 +119,46 @@ TEST_F(pool_test, a_block_freed_after_the_idle_query_is_not_taken) {
   pool.check_invariants();
 }
 
-// Says that `marked` is being captured into a graph (on either backend, without a real capture).
-class capture_marking_backend final : public test::forwarding_backend {
- public:
-  using forwarding_backend::forwarding_backend;
-  stream_handle marked = nullptr;
-  bool stream_is_capturing(stream_handle stream) override {
-    return (marked != nullptr && stream == marked) || inner_.stream_is_capturing(stream);
-  }
-};
-
 TEST_F(pool_test, no_block_is_taken_from_or_for_a_stream_being_captured) {
   // A capturing stream may not be queried, and a capture's blocks follow the capture's rules.
   for (bool capture_owner : {true, false}) {
-    capture_marking_backend marking(backend());
+    watching_backend marking(backend());
     pool_options options = large_path_pool();
     options.backend = &marking;
     pool_resource pool(upstream, options);
     void* on_b = pool.allocate(48 * MiB, b);
     pool.deallocate(on_b, 48 * MiB, b);
     backend().synchronize_stream(b);
-    marking.marked = capture_owner ? b : a;
+    marking.capturing = capture_owner ? b : a;
     void* on_a = pool.allocate(40 * MiB, a);
-    marking.marked = nullptr;
+    marking.capturing = nullptr;
     EXPECT_EQ(pool.statistics().idle_takes, 0u) << (capture_owner ? "owner" : "taker");
     pool.deallocate(on_a, 40 * MiB, a);
     pool.check_invariants();
   }
+}
+
+TEST_F(pool_test, no_block_is_taken_from_another_threads_per_thread_stream) {
+  // The per-thread default stream's handle names the calling thread's own stream: asked from
+  // another thread, it would describe the wrong stream. What a live thread freed there stays its
+  // own until its fences say otherwise, whatever that stream's state.
+  pool_resource pool(upstream, large_path_pool());
+  std::promise<void> freed;
+  std::promise<void> done;
+  std::thread owner([&] {
+    stream_handle const per_thread = backend().per_thread_default_stream();
+    pool.deallocate(pool.allocate(48 * MiB, per_thread), 48 * MiB, per_thread);
+    backend().synchronize_stream(per_thread);
+    freed.set_value();
+    done.get_future().wait();  // alive while `a` misses
+  });
+  freed.get_future().wait();
+  void* on_a = pool.allocate(40 * MiB, a);
+  EXPECT_EQ(pool.statistics().idle_takes, 0u);
+  done.set_value();
+  owner.join();
+  pool.deallocate(on_a, 40 * MiB, a);
+  pool.check_invariants();
 }
 
 TEST_F(pool_test, an_idle_take_of_a_cached_size_brings_a_slab) {
