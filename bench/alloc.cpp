@@ -21,11 +21,12 @@
 // the timed passes (caching allocators keep what they took) less what was in use before.
 //
 //   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH] [--reps N]
-//               [--wait-across-streams]
+//               [--wait-across-streams] [--held-target X] [--max-cached-size BYTES]
 //     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
 //     competitors and --only runs one trace (replay: both replays), for quick experiments; --log
 //     replays that log instead of the two; --wait-across-streams turns that option on for the
-//     chunked pool.
+//     chunked pool; --held-target sets the expandable pool's held_target, --max-cached-size both
+//     pools' max_cached_size (e.g. 256KiB).
 #include "support/alloc_cases.hpp"
 #include "support/bench_support.hpp"
 #include "support/competitors.hpp"
@@ -61,6 +62,8 @@ int repetitions = 5;
 bool wait_across_streams = false;
 // --held-target X: the expandable pool's pool_options::held_target (default: the option's).
 double held_target = pool_options{}.held_target;
+// --max-cached-size BYTES: both pools' pool_options::max_cached_size (default: the option's).
+std::size_t max_cached_size = pool_options{}.max_cached_size;
 
 struct competitor {
   std::string name;
@@ -253,6 +256,7 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                  [&] {
                    pool_options o;
                    o.wait_across_streams = wait_across_streams;
+                   o.max_cached_size = max_cached_size;
                    return std::make_unique<pool_resource>(upstream, o);
                  },
                  nullptr, nullptr});
@@ -263,6 +267,7 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                      pool_options o;
                      o.expandable = true;
                      o.held_target = held_target;
+                     o.max_cached_size = max_cached_size;
                      return std::make_unique<pool_resource>(upstream, o);
                    },
                    nullptr, nullptr});
@@ -317,11 +322,14 @@ int run(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--held-target") == 0 && i + 1 < argc &&
              std::atof(argv[i + 1]) >= 1.0)
       held_target = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--max-cached-size") == 0 && i + 1 < argc &&
+             try_parse_bytes(argv[i + 1]).has_value())
+      max_cached_size = *try_parse_bytes(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
                    "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
-                   "[--held-target X]\n"
+                   "[--held-target X] [--max-cached-size BYTES]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
@@ -329,7 +337,9 @@ int run(int argc, char** argv) {
                    "  --wait-across-streams: the chunked pool with "
                    "pool_options::wait_across_streams\n"
                    "  --held-target X: the expandable pool's pool_options::held_target (at "
-                   "least 1)\n");
+                   "least 1)\n"
+                   "  --max-cached-size BYTES: both pools' pool_options::max_cached_size (e.g. "
+                   "256KiB)\n");
       return 2;
     }
   }
@@ -343,6 +353,9 @@ int run(int argc, char** argv) {
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());
   if (wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
   std::printf("gpumem expandable: pool_options::held_target %.3g\n", held_target);
+  if (max_cached_size != pool_options{}.max_cached_size)
+    std::printf("gpumem pools: pool_options::max_cached_size %s\n",
+                format_bytes(max_cached_size).c_str());
 
   timed_upstream upstream;
   pools_upstream = &upstream;
