@@ -84,7 +84,7 @@ def current_device() -> int:
 
 def set_memory_manager(name: str, device: Optional[int] = None, *, log: str = "",
                        initial_size: int = 0, chunk_size: int = 32 << 20,
-                       maximum_size: Optional[int] = None, max_cached_size: int = 4 << 20,
+                       maximum_size: Optional[int] = None, max_cached_size: int = 256 << 10,
                        expandable: bool = False, trim_before_growth: bool = True,
                        wait_across_streams: bool = False) -> None:
     """Chooses the memory manager of ``device`` (every device when None).

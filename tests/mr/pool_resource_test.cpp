@@ -380,6 +380,7 @@ TEST_F(pool_test, blocks_parked_by_another_stream_are_reclaimed_before_out_of_me
   pool_options options;
   options.initial_size = 8 * MiB;  // one chunk, all the pool may hold
   options.maximum_size = 8 * MiB;
+  options.max_cached_size = 1 * MiB;  // the blocks below are cached sizes, parked when freed
   pool_resource pool(upstream, options);
   std::vector<void*> blocks;
   for (int i = 0; i < 8; ++i)
