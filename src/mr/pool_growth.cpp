@@ -15,9 +15,6 @@ namespace {
 
 // Growth takes at least chunk_size, and otherwise the request rounded to this step.
 constexpr std::size_t growth_rounding = 2 * MiB;
-// Streams short at once, each growing at once, add together at most what the pool holds divided by
-// this (growth_step_locked).
-constexpr std::size_t pool_concurrent_growth_share = 4;
 // Trims before a growth that must find a chunk unused before it goes back.
 constexpr std::uint32_t pool_trim_sightings = 2;
 // A chunked pool's growth step is at least the largest block it has grown for lately (in the last
@@ -42,12 +39,10 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   std::size_t const chunk = stream_growth_step_locked();
   if (short_streams <= 1) return chunk;
   // Streams short at once may each grow at once (the upstream's call runs without the mutex), so
-  // a step is also held to a quarter of the pool's share per stream: together they add at most a
-  // quarter of what the pool holds, and a small pool (a few blocks per stream) grows by
-  // chunk_size. With half of the share, 16 threads on the training loop held 1.24-1.26x their
-  // peak live; with a quarter, 1.23-1.24 in the same time (H200, three runs each).
-  std::size_t const share = std::max(chunk, held_ / streams_.size() / pool_concurrent_growth_share /
-                                                growth_rounding * growth_rounding);
+  // a step is also held to the pool's share per stream: together they at most double the pool,
+  // and a small pool (a few blocks per stream) grows by chunk_size.
+  std::size_t const share =
+      std::max(chunk, held_ / streams_.size() / growth_rounding * growth_rounding);
   std::size_t const wanted = chunk > std::numeric_limits<std::size_t>::max() / short_streams
                                  ? share
                                  : chunk * short_streams;

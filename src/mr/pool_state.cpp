@@ -307,9 +307,8 @@ std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s
 //      consumer) is still drained long before the pool doubles;
 //   5. growth (the upstream's call without the mutex), after giving back chunks too small for the
 //      request: chunk_size for each stream that came short (past step 1's first fit) since the
-//      last growth, up to a quarter of the pool's share per stream (growth_step_locked), so
-//      that the next misses of streams running short together need no upstream call of their
-//      own;
+//      last growth, up to the pool's share per stream (growth_step_locked), so that the next
+//      misses of streams running short together need no upstream call of their own;
 //   6. under pressure (growth failed): every stream reclaimed, a device synchronisation, a trim.
 void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                          bool own_tried) {

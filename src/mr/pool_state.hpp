@@ -322,7 +322,7 @@ class pool_state {
   // maximum size) refuses; the pool's state may have changed either way.
   bool grow(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream* s);
   // The preferred growth: chunk_size for each stream short since the last growth, held to
-  // max(chunk_size, held / (4 × streams seen), rounded down to 2 MiB) when more than one is short.
+  // max(chunk_size, held / streams seen, rounded down to 2 MiB) when more than one is short.
   std::size_t growth_step_locked() const noexcept;
   // The growth step for one stream: half of what the pool holds (2 MiB at least), at most
   // chunk_size; for a chunked pool, at least the largest block it has grown for lately (at most

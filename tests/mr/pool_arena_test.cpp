@@ -111,14 +111,13 @@ TEST_F(pool_test, a_growth_leaves_room_for_every_stream_that_ran_short) {
   refusing_upstream up(upstream);
   pool_options options;
   options.chunk_size = 8 * MiB;
-  options.initial_size =
-      320 * MiB;  // a quarter share of 26 MiB per stream (3 streams): no cap below
+  options.initial_size = 80 * MiB;     // a share of 26 MiB per stream (3 streams): no cap below
   options.max_cached_size = 64 * KiB;  // 1 MiB and up: straight to the best fit
   stream_handle const c = backend().create_stream(true);
   {
     pool_resource pool(up, options);
-    void* most = pool.allocate(319 * MiB, a);  // fits: a is not short
-    ASSERT_EQ(up.granted, std::vector<std::size_t>{320 * MiB});
+    void* most = pool.allocate(79 * MiB, a);  // fits: a is not short
+    ASSERT_EQ(up.granted, std::vector<std::size_t>{80 * MiB});
     // a and c run short while the upstream refuses (as when they miss at the same time and
     // another thread's growth is under way); b then grows for all three.
     up.refusing = true;
@@ -136,7 +135,7 @@ TEST_F(pool_test, a_growth_leaves_room_for_every_stream_that_ran_short) {
     ASSERT_EQ(up.granted.size(), 3u);
     EXPECT_EQ(up.granted[2], 12 * MiB) << "the request (rounded to 2 MiB), not three chunks";
     pool.check_invariants();
-    pool.deallocate(most, 319 * MiB, a);
+    pool.deallocate(most, 79 * MiB, a);
     pool.deallocate(on_a, 6 * MiB, a);
     pool.deallocate(on_b, 2 * MiB, b);
     pool.deallocate(more_b, 11 * MiB, b);
@@ -147,36 +146,36 @@ TEST_F(pool_test, a_growth_leaves_room_for_every_stream_that_ran_short) {
 }
 
 TEST_F(pool_test, a_shared_growth_is_held_to_the_pools_share_and_falls_back_to_one_chunk) {
-  // Streams short at once may all grow at once: each step is held to a quarter of the pool's share
-  // per stream (held / 4 x streams seen, rounded down to 2 MiB). A step the upstream refuses is
-  // retried as one chunk before the bare request.
+  // Streams short at once may all grow at once: each step is held to the pool's share per stream
+  // (held / streams seen, rounded down to 2 MiB). A step the upstream refuses is retried as one
+  // chunk before the bare request.
   refusing_upstream up(upstream);
   pool_options options;
   options.chunk_size = 8 * MiB;
-  options.initial_size = 200 * MiB;
+  options.initial_size = 50 * MiB;
   options.max_cached_size = 64 * KiB;
   stream_handle const c = backend().create_stream(true);
   {
     pool_resource pool(up, options);
-    void* most = pool.allocate(199 * MiB, a);
+    void* most = pool.allocate(49 * MiB, a);
     up.refusing = true;
     EXPECT_THROW(pool.allocate(2 * MiB, a), out_of_memory);
     EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);
     up.refusing = false;
-    // 24 MiB wanted; the share is 200 / 3 / 4 -> 16 MiB. (A smaller block would take a slab of b's
+    // 24 MiB wanted; the share is 50 / 3 -> 16 MiB. (A smaller block would take a slab of b's
     // growth step, 8 MiB, for b's next blocks.)
     void* on_b = pool.allocate(8 * MiB, b);
-    ASSERT_EQ(up.granted, (std::vector<std::size_t>{200 * MiB, 16 * MiB}));
+    ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB}));
     void* fill = pool.allocate(8 * MiB, a);  // fits: 1 MiB left
     up.refusing = true;
     EXPECT_THROW(pool.allocate(2 * MiB, c), out_of_memory);  // c short again
     up.refusing = false;
     up.refuse_above = 8 * MiB;
     void* small = pool.allocate(2 * MiB, a);  // 16 MiB wanted for a and c: refused; one chunk
-    ASSERT_EQ(up.granted, (std::vector<std::size_t>{200 * MiB, 16 * MiB, 8 * MiB}));
+    ASSERT_EQ(up.granted, (std::vector<std::size_t>{50 * MiB, 16 * MiB, 8 * MiB}));
     pool.deallocate(small, 2 * MiB, a);
     pool.deallocate(fill, 8 * MiB, a);
-    pool.deallocate(most, 199 * MiB, a);
+    pool.deallocate(most, 49 * MiB, a);
     pool.deallocate(on_b, 8 * MiB, b);
     pool.check_invariants();
     pool.release_stream(c);

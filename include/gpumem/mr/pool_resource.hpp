@@ -27,9 +27,8 @@ struct pool_options {
   // step is half of what the pool holds (2 MiB at first) up to chunk_size, and n (at least 1) is
   // the number of streams that ran short of memory they could use at once since the pool last
   // grew: a growth leaves room for all of them, so that their next misses need no upstream call of
-  // their own. For n > 1 the step × n is held to max(step, held / (4 × streams seen), rounded down
-  // to 2 MiB), since such streams may grow at the same moment: together they add at most a
-  // quarter of what the pool holds. Refused, a growth tries chunk_size,
+  // their own. For n > 1 the step × n is held to max(step, held / streams seen, rounded down to
+  // 2 MiB), since such streams may grow at the same moment. Refused, a growth tries chunk_size,
   // then the request. A pool used from one stream grows by step. A chunked pool's step is also at
   // least the largest request it has grown for lately (its last 16 to 32 growths; trim() forgets
   // it), rounded to 2 MiB, at most 8 × chunk_size: chunks never merge, and a chunk smaller than the
@@ -263,7 +262,7 @@ struct pool_statistics {
 // workload would merge its lists back on almost every miss (and then carve the merged memory up
 // again): after 8 such misses under the mutex since the last growth, the next one grows the pool
 // instead (still within maximum_size, still trimming first). A growth takes chunk_size for every
-// stream that ran short since the last one, up to a quarter of the pool's share per stream
+// stream that ran short since the last one, up to the pool's share per stream
 // (pool_options::chunk_size): with many streams allocating, it leaves room for the next misses of
 // all of them, where each would otherwise make its own upstream call (concurrent cudaMalloc calls
 // wait for each other in the driver).
