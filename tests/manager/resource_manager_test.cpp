@@ -257,7 +257,7 @@ TEST(resource_manager_close, after_a_device_reset_late_frees_make_no_device_call
   kept.push_back(m.memalloc(8 * MiB));
   kept.push_back(m.allocate(KiB, stream));
   kept.push_back(m.allocate(6 * MiB, stream));
-  for (int i = 0; i < 64; ++i)  // frees on the stream: blocks it parks, fences
+  for (int i = 0; i < 64; ++i)  // frees on the stream: blocks back to its arena, fences
     memory_pointer churn = m.allocate(MiB, stream);
   {
     memory_pointer queued = m.memalloc(40 * MiB);  // freed through the queue at close

@@ -48,6 +48,7 @@ TEST_F(pool_test, blocks_are_reclaimed_only_from_streams_that_stopped_allocating
   GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   pool_options options;
   options.chunk_size = 8 * MiB;
+  options.max_cached_size = 4 * MiB;  // 1 MiB blocks are cached sizes: parked when freed
   pool_resource pool(upstream, options);
   // b parks 32 MiB (four chunks) in its thread cache, class lists and arena.
   auto churn_on_b = [&](int n) {
@@ -198,6 +199,7 @@ TEST_F(pool_test, blocks_of_shapes_gone_by_serve_the_next_shapes) {
     SCOPED_TRACE(expandable ? "expandable" : "chunked");
     pool_options options;
     options.expandable = expandable;
+    options.max_cached_size = 4 * MiB;  // the shapes are cached sizes (the merged classes)
     pool_resource pool(upstream, options);
     std::size_t peak_live = 0;
     for (int round = 0; round < 3; ++round)
@@ -219,7 +221,9 @@ TEST_F(pool_test, blocks_of_shapes_gone_by_serve_the_next_shapes) {
 TEST_F(pool_test, a_thread_that_exits_leaves_no_more_than_the_bound_of_large_classes_listed) {
   // A thread's cache goes to its stream's lists when the thread exits; blocks of 1 MiB and more
   // beyond the stream's bound (8 MiB here) merge back into the stream's extents.
-  pool_resource pool(upstream);
+  pool_options options;
+  options.max_cached_size = 4 * MiB;  // the shapes are cached sizes (the merged classes)
+  pool_resource pool(upstream, options);
   std::thread([&] {
     std::vector<void*> blocks;
     for (std::size_t shape : shape_bytes)

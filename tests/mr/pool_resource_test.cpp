@@ -361,7 +361,9 @@ TEST_F(pool_test, blocks_parked_in_class_lists_need_no_fence_and_stay_private) {
 TEST_F(pool_test, a_pool_too_tight_for_its_sizes_grows_instead_of_merging_on_every_miss) {
   // Sizes log-uniform over 1 KiB-4 MiB with few blocks live: without a bound on the misses that
   // merge every list back, nearly every third pair took the mutex to merge and re-carve.
-  pool_resource pool(upstream);
+  pool_options options;
+  options.max_cached_size = 4 * MiB;  // every size a cached one: misses merge class lists
+  pool_resource pool(upstream, options);
   test::random_pairs pairs(pool, a, 5, {1 * KiB, 4 * MiB, 64});
   auto run = [&](std::size_t allocations) {
     for (std::size_t const end = pairs.allocations() + allocations; pairs.allocations() < end;)

@@ -62,6 +62,7 @@ class pool_stress {
     options.chunk_size = 16 * MiB;
     options.fence_bytes = 2 * MiB;                 // fences often
     options.thread_cache_class_bytes = 256 * KiB;  // caches overflow often
+    options.max_cached_size = 4 * MiB;             // the merged classes (1 MiB up) cached too
     options.wait_across_streams = wait_across_streams;
     pool_ = std::make_unique<pool_resource>(upstream_, options);
     for (auto& s : streams_)
