@@ -4,6 +4,7 @@
     python bench/python_alloc.py                 # every case whose framework is installed
     python bench/python_alloc.py --reps 11 --iters 20000 --only numba,torch
     python bench/python_alloc.py --host --reps 21 --iters 50000   # no GPU: see below
+    python bench/python_alloc.py --only train --max-cached-size 4194304   # a pool option
 
 Each case runs in a fresh process (Numba's memory manager and PyTorch's allocator are chosen once
 per process) and reports the median over --reps repetitions of the time per operation:
@@ -28,6 +29,9 @@ importable; no CUDA is used): ctx.memalloc(4096)+drop through a stand-in for Num
 (whose memalloc returns self.memory_manager.memalloc(n), as Numba's does) and the split above, in
 thread CPU time, the minimum over --reps (for a shared machine). The host backend's device
 synchronisation is cheap, so this shows the per-call path, not the deferred queue's waits.
+
+--max-cached-size BYTES sets gpumem's pool_options::max_cached_size in every case (default: the
+pool's own).
 
 Frameworks that are missing are skipped with a line saying so; without a CUDA device nothing runs
 (but --host). Record results in docs/benchmarks.md (date, device, command).
@@ -100,6 +104,10 @@ def case_numba(manager: str, iters: int, reps: int) -> dict:
     return result
 
 
+# gpumem's pool options for every case (--max-cached-size).
+POOL_OPTIONS: dict = {}
+
+
 def case_cupy(allocator: str, iters: int, reps: int) -> dict:
     import cupy
 
@@ -107,7 +115,7 @@ def case_cupy(allocator: str, iters: int, reps: int) -> dict:
         import gpumem
         import gpumem.cupy
 
-        gpumem.set_memory_manager("pool", cupy.cuda.runtime.getDevice())
+        gpumem.set_memory_manager("pool", cupy.cuda.runtime.getDevice(), **POOL_OPTIONS)
         gpumem.cupy.use()
     else:
         cupy.cuda.set_allocator(cupy.cuda.MemoryPool().malloc)
@@ -143,7 +151,7 @@ def case_torch(allocator: str, iters: int, reps: int) -> dict:
         import gpumem
         import gpumem.torch
 
-        gpumem.set_memory_manager("pool", 0)
+        gpumem.set_memory_manager("pool", 0, **POOL_OPTIONS)
         gpumem.torch.use()
     ns = per_op(lambda: torch.empty(NBYTES, dtype=torch.uint8, device="cuda"), iters, reps)
     result = {"empty+del ns": ns}
@@ -169,7 +177,8 @@ def case_train(allocator: str, steps: int, reps: int) -> dict:
         import gpumem
         import gpumem.torch
 
-        gpumem.torch.use(pool_options={"expandable": allocator == "gpumem-expandable"})
+        gpumem.torch.use(pool_options={"expandable": allocator == "gpumem-expandable",
+                                       **POOL_OPTIONS})
         held = lambda: gpumem.statistics(0).held_bytes  # noqa: E731
     random.seed(0)
     torch.manual_seed(0)
@@ -220,7 +229,7 @@ def numba_on_host(iters: int, reps: int) -> dict:
         def memalloc(self, bytesize):
             return self.memory_manager.memalloc(bytesize)
 
-    gpumem.set_memory_manager("pool", 0)
+    gpumem.set_memory_manager("pool", 0, **POOL_OPTIONS)
     ctx = Context()
     ctx.memory_manager = plugin.GpumemNumbaManager(context=ctx)
     ctx.memory_manager.initialize()
@@ -278,8 +287,12 @@ def main() -> int:
     parser.add_argument("--only", default="", help="comma-separated: numba,cupy,torch,train")
     parser.add_argument("--host", action="store_true",
                         help="the Numba bridge on gpumem's host backend (no GPU)")
+    parser.add_argument("--max-cached-size", type=int, default=None, metavar="BYTES",
+                        help="gpumem's pool_options::max_cached_size (default: the pool's)")
     parser.add_argument("--child", nargs=2, metavar=("CASE", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.max_cached_size is not None:
+        POOL_OPTIONS["max_cached_size"] = args.max_cached_size
     if args.host:
         python = sys.version.split()[0]
         print(f"# bench/python_alloc.py --host  reps={args.reps} iters={args.iters}  "
@@ -293,7 +306,8 @@ def main() -> int:
         return 0
 
     wanted = [c for c in CASES if not args.only or c in args.only.split(",")]
-    print(f"# bench/python_alloc.py  reps={args.reps} iters={args.iters} steps={args.steps}")
+    options = "" if args.max_cached_size is None else f" max_cached_size={args.max_cached_size}"
+    print(f"# bench/python_alloc.py  reps={args.reps} iters={args.iters} steps={args.steps}{options}")
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30)
@@ -317,7 +331,9 @@ def main() -> int:
                 continue
             out = subprocess.run([sys.executable, __file__, "--child", case, variant,
                                   "--reps", str(args.reps), "--iters", str(args.iters),
-                                  "--steps", str(args.steps)],
+                                  "--steps", str(args.steps)] + (
+                                     ["--max-cached-size", str(args.max_cached_size)]
+                                     if args.max_cached_size is not None else []),
                                  capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 print(f"{case} / {variant}: FAILED\n{out.stderr.strip()[-2000:]}")
