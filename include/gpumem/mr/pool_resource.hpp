@@ -50,8 +50,8 @@ struct pool_options {
   // and shapes do not change.
   std::size_t max_cached_size = 256 * KiB;
   // Per thread, stream and size class, a thread cache keeps at most this many bytes (and between
-  // 4 and 32 blocks whatever their size); for classes of 1 MiB and more, at most 2 MiB (and at
-  // least one block).
+  // 4 and 32 blocks whatever their size); for classes of 1 MiB and more (with max_cached_size
+  // raised that far), at most 2 MiB (and at least one block).
   std::size_t thread_cache_class_bytes = 4 * MiB;
   // Once this many bytes freed on one stream wait for reuse by other streams, the pool records ONE
   // event on that stream for all of them (a fence); for blocks above max_cached_size, once this
@@ -190,16 +190,17 @@ struct pool_statistics {
 // Structure. Requests up to `max_cached_size` are rounded to a size class (≤ 12.5% larger). Each
 // thread keeps, per pool and stream, a bounded stack of free blocks per class: the common
 // allocate/deallocate touches only that stack (no lock, no atomic read-modify-write). Stacks
-// overflow to and refill from per-stream class lists in batches; a stream's lists of classes of
-// 1 MiB and more hold at most 8 MiB or 1/32 of the pool, whichever is more (past that they merge
-// back into its extents), so that blocks of shapes gone by serve the next shapes instead of making
-// the pool grow. Behind those, free memory is a coalescing best fit: extents ordered by address
-// (for merging) and binned by size (16 bins per power of two, a bitmap of the bins in use: the
-// smallest fit in a few bit scans), never merged across chunks, in one set per owner: each stream's
-// own (its *arena*, with its class lists), and the free ones. A stream carves new blocks from its
-// arena, and takes a slab (up to 8 MiB) of the free extents when its arena runs dry. Larger
-// requests are carved from the stream's own extents, and freed back there, under its lock alone
-// too; a miss goes to the best fit of the free extents under the pool's mutex.
+// overflow to and refill from per-stream class lists in batches; with max_cached_size raised to 1
+// MiB or more, a stream's lists of classes of 1 MiB and more hold at most 8 MiB or 1/32 of the
+// pool, whichever is more (past that they merge back into its extents), so that blocks of shapes
+// gone by serve the next shapes instead of making the pool grow. Behind those, free memory is a
+// coalescing best fit: extents ordered by address (for merging) and binned by size (16 bins per
+// power of two, a bitmap of the bins in use: the smallest fit in a few bit scans), never merged
+// across chunks, in one set per owner: each stream's own (its *arena*, with its class lists), and
+// the free ones. A stream carves new blocks from its arena, and takes a slab (up to 8 MiB) of the
+// free extents when its arena runs dry. Larger requests are carved from the stream's own extents,
+// and freed back there, under its lock alone too; a miss goes to the best fit of the free extents
+// under the pool's mutex.
 //
 // Stream semantics (memory_resource's contract, by construction). Every freed block is owned by
 // the stream it was freed on, and only that stream may reuse it, at once. Freed extents carry the
