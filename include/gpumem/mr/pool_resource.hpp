@@ -40,14 +40,14 @@ struct pool_options {
   // Requests up to this size are rounded to a size class and cached per thread; larger ones are
   // served exactly (256-byte granularity) by the coalescing best fit. At most 4 GiB; below 256
   // bytes (the smallest class), nothing is cached. Caching trades memory for time: a cached block
-  // freed waits in its thread's stack and its stream's lists for a request of its class, where the
-  // best fit merges it with its neighbours at once. On loops whose shapes change every step most
-  // such blocks are never asked for again, and the memory they park stays out of reach of the
-  // larger blocks that follow. Measured on an H200 (bench_alloc --max-cached-size, 1/4/16
-  // threads, held / live): the training loop held 1.37/1.53/1.92 with 4 MiB, 1.19/1.17/1.24 with
-  // 256 KiB, while a pair of the mixed trace (1 KiB-4 MiB) took 143 ns on one thread with 4 MiB
-  // and 232 with 256 KiB (docs/mr.md). Raise it where mid-size blocks come and go at a high rate
-  // and shapes do not change.
+  // freed waits in its thread's stack and its stream's lists for a request of its class, where a
+  // larger block goes to the best fit and merges with its free neighbours at once. On loops whose
+  // shapes change every step most such blocks are never asked for again, and the memory they park
+  // stays out of reach of the larger blocks that follow. Measured on an H200 (bench_alloc
+  // --max-cached-size, 1/4/16 threads, held / live): the training loop held 1.37/1.53/1.92 with
+  // 4 MiB, 1.19/1.17/1.24 with 256 KiB, while a pair of the mixed trace (1 KiB-4 MiB) took 143 ns
+  // on one thread and 7.5 on 16 with 4 MiB, 232 and 23.5 with 256 KiB (docs/mr.md). Raise it where
+  // blocks of 256 KiB-4 MiB come and go at a high rate and shapes do not change.
   std::size_t max_cached_size = 256 * KiB;
   // Per thread, stream and size class, a thread cache keeps at most this many bytes (and between
   // 4 and 32 blocks whatever their size); for classes of 1 MiB and more (with max_cached_size
