@@ -50,6 +50,9 @@ std::vector<environment_variable> const& table() {
        "The spill manager spills buffers when a device allocation runs out of memory."},
       {"GPUMEM_SPILL_DEVICE_LIMIT", "(none)", "bytes", "a byte count, e.g. 8GiB",
        "Soft limit on the device bytes of spillable buffers, kept by spilling."},
+      {"GPUMEM_POOL_MAX_CACHED_SIZE", "256KiB", "bytes", "a byte count up to 4GiB, e.g. 4MiB",
+       "Requests up to this size are cached per thread by the pool memory manager "
+       "(pool_options::max_cached_size)."},
       {"GPUMEM_SPILL_STATS", "0", "count", "0, 1, 2",
        "Spill statistics: 0 none, 1 bytes and time spilled, 2 also every exposure."},
   };
@@ -149,6 +152,11 @@ environment parse() {
   }
   if (auto v = read("GPUMEM_SPILL_STATS"); v && !v->empty())
     env.spill_stats = std::stoi(parse_choice("GPUMEM_SPILL_STATS", *v, {"0", "1", "2"}));
+  if (auto v = read("GPUMEM_POOL_MAX_CACHED_SIZE"); v && !v->empty()) {
+    env.pool_max_cached_size = parse_bytes("GPUMEM_POOL_MAX_CACHED_SIZE", *v);
+    if (env.pool_max_cached_size > (std::size_t{4} << 30))
+      invalid("GPUMEM_POOL_MAX_CACHED_SIZE", *v);
+  }
   return env;
 }
 

@@ -4,6 +4,7 @@
 // by gpumem itself.
 #include "builtin_resource_managers.hpp"
 
+#include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/ipc_handle.hpp>
@@ -19,7 +20,9 @@
 namespace gpumem::detail {
 
 std::unique_ptr<memory_manager> make_pool_memory_manager(context& owner) {
-  auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), pool_options{});
+  pool_options options;  // GPUMEM_POOL_MAX_CACHED_SIZE: the cached limit (docs/environment.md)
+  options.max_cached_size = environment_snapshot().pool_max_cached_size;
+  auto pool = make_owning_adaptor<pool_resource>(std::make_unique<cuda_resource>(), options);
   resource_memory_manager::hooks hooks = pool_manager_hooks(pool->adaptor());
   std::shared_ptr<memory_resource> resource = std::move(pool);
   return std::make_unique<resource_memory_manager>(owner, std::move(resource), std::move(hooks),

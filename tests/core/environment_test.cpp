@@ -36,6 +36,15 @@ std::string reload_error() {
   }
   return {};
 }
+
+// `value` in `name` is refused with a message naming both and the valid values (`valid`).
+void expect_refused(char const* name, char const* value, char const* valid) {
+  scoped_env bad(name, value);
+  std::string const message = reload_error();
+  EXPECT_NE(message.find(name), std::string::npos) << message;
+  EXPECT_NE(message.find(std::string("'") + value + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find(valid), std::string::npos) << message;
+}
 }  // namespace
 
 TEST(environment, defaults_match_numba) {
@@ -63,13 +72,7 @@ TEST(environment, bytes_accept_units) {
 }
 
 TEST(environment, invalid_value_names_variable_value_and_valid_values) {
-  {
-    scoped_env bad("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "ten");
-    std::string const message = reload_error();
-    EXPECT_NE(message.find("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT"), std::string::npos) << message;
-    EXPECT_NE(message.find("'ten'"), std::string::npos) << message;
-    EXPECT_NE(message.find("non-negative integer"), std::string::npos) << message;
-  }
+  expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "ten", "non-negative integer");
   {
     scoped_env bad("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "1.5");
     std::string const message = reload_error();
@@ -86,6 +89,23 @@ TEST(environment, invalid_value_names_variable_value_and_valid_values) {
     scoped_env bad("GPUMEM_HOST_DEVICE_CAPACITY", "lots");
     EXPECT_NE(reload_error().find("byte count"), std::string::npos);
   }
+}
+
+TEST(environment, pool_max_cached_size_is_a_byte_count_up_to_4_gib) {
+  {
+    scoped_env limit("GPUMEM_POOL_MAX_CACHED_SIZE", "4MiB");
+    gpumem::reload_environment();
+    EXPECT_EQ(gpumem::environment_snapshot().pool_max_cached_size, 4u << 20);
+  }
+  {
+    scoped_env limit("GPUMEM_POOL_MAX_CACHED_SIZE", "4GiB");
+    gpumem::reload_environment();
+    EXPECT_EQ(gpumem::environment_snapshot().pool_max_cached_size, std::size_t{4} << 30);
+  }
+  expect_refused("GPUMEM_POOL_MAX_CACHED_SIZE", "5GiB", "up to 4GiB");
+  expect_refused("GPUMEM_POOL_MAX_CACHED_SIZE", "lots", "byte count");
+  gpumem::reload_environment();
+  EXPECT_EQ(gpumem::environment_snapshot().pool_max_cached_size, 256u << 10);
 }
 
 TEST(environment, table_lists_every_variable_once) {

@@ -2,6 +2,7 @@
 // resource): memalloc waits for nothing, frees are queued on the context's pending_deallocations
 // (Numba's count and ratio limits, held by defer_cleanup), and each flush makes exactly one device
 // synchronisation before returning the batch to the resource. A free after close() is harmless.
+#include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
@@ -9,10 +10,13 @@
 #include <gpumem/manager/memory_manager_registry.hpp>
 #include <gpumem/manager/resource_memory_manager.hpp>
 #include <gpumem/mr/memory_resource.hpp>
+#include <gpumem/mr/owning_adaptor.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -385,6 +389,31 @@ TEST(resource_manager_streams, streams_created_released_and_destroyed_leave_noth
   m.reset();
   EXPECT_EQ(m.get_memory_statistics().held_bytes, 0u)
       << "memory of released streams stayed parked in the pool";
+}
+
+// GPUMEM_POOL_MAX_CACHED_SIZE sets the pool manager's cached limit: a block of 1 MiB + 1 byte is
+// rounded to its size class (1.125 MiB) below a 4 MiB limit, and served to 256 bytes above the
+// default one.
+TEST(resource_manager_pool_options, the_pool_managers_cached_limit_comes_from_the_environment) {
+  EXPECT_EQ(environment_snapshot().pool_max_cached_size, pool_options{}.max_cached_size)
+      << "the variable's default is the pool's own";
+  counted_device device(256 * MiB);
+  auto block_bytes = [] {
+    context ctx(0, load_memory_manager("pool"));
+    auto& m = dynamic_cast<resource_memory_manager&>(ctx.memory_manager());
+    auto* pool = dynamic_cast<owning_adaptor<pool_resource>*>(&m.resource());
+    EXPECT_NE(pool, nullptr) << "the pool manager's resource is its pool";
+    if (pool == nullptr) return std::size_t{0};
+    memory_pointer p = m.memalloc(MiB + 1);
+    return pool->adaptor().statistics().live_bytes;
+  };
+  EXPECT_EQ(block_bytes(), MiB + 256);
+  ::setenv("GPUMEM_POOL_MAX_CACHED_SIZE", "4MiB", 1);
+  reload_environment();
+  std::size_t const cached = block_bytes();
+  ::unsetenv("GPUMEM_POOL_MAX_CACHED_SIZE");
+  reload_environment();
+  EXPECT_EQ(cached, MiB + MiB / 8);
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ struct environment {
   bool spill_device_limit_set = false;
   // GPUMEM_SPILL_STATS: statistics level 0, 1 or 2.
   int spill_stats = 0;
+  // GPUMEM_POOL_MAX_CACHED_SIZE: pool_options::max_cached_size of the pool memory manager made by
+  // name (GPUMEM_MEMORY_MANAGER=pool); at most 4 GiB. The default is pool_options' own.
+  std::size_t pool_max_cached_size = std::size_t{256} << 10;
 };
 
 // One row of the table, for documentation and `gpumem::describe_environment()`.
