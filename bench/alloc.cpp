@@ -27,6 +27,7 @@
 //     replays that log instead of the two; --wait-across-streams turns that option on for the
 //     chunked pool; --held-target sets the expandable pool's held_target, --max-cached-size both
 //     pools' max_cached_size (e.g. 256KiB).
+#include "support/alloc_args.hpp"
 #include "support/alloc_cases.hpp"
 #include "support/bench_support.hpp"
 #include "support/competitors.hpp"
@@ -57,14 +58,8 @@ namespace gpumem::bench {
 namespace {
 
 timed_upstream* pools_upstream = nullptr;
-// Timed runs per measurement (after the warm-up); the median is reported.
-int repetitions = 5;
-// --wait-across-streams: the chunked pool with pool_options::wait_across_streams.
-bool wait_across_streams = false;
-// --held-target X: the expandable pool's pool_options::held_target (default: the option's).
-double held_target = pool_options{}.held_target;
-// --max-cached-size BYTES: both pools' pool_options::max_cached_size (default: the option's).
-std::size_t max_cached_size = pool_options{}.max_cached_size;
+// The command line (support/alloc_args.hpp), set once by run().
+alloc_args args;
 
 struct competitor {
   std::string name;
@@ -113,8 +108,8 @@ std::size_t device_bytes_in_use() {
 // The largest size the pools cache: max_cached_size rounded up to the size class that holds it, as
 // the pool does (nothing below the smallest class).
 std::size_t pools_cached_limit() {
-  return max_cached_size >= detail::pool_granularity
-             ? detail::pool_class_size(detail::pool_size_class(max_cached_size))
+  return args.max_cached_size >= detail::pool_granularity
+             ? detail::pool_class_size(detail::pool_size_class(args.max_cached_size))
              : 0;
 }
 
@@ -143,7 +138,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
       std::vector<double> runs;
       std::uint64_t events = 0;
       std::uint64_t upstream_calls = 0;
-      for (int rep = 0; rep < repetitions; ++rep) {
+      for (int rep = 0; rep < args.repetitions; ++rep) {
         pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
         double const upstream_before = pools_upstream->seconds();
         std::vector<double> own;
@@ -191,10 +186,11 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
           pool != nullptr ? pool->statistics().peak_held_bytes
                           : device_bytes_in_use() - std::min(device_bytes_in_use(), in_use_before);
       out.held = static_cast<double>(held) / static_cast<double>(peaks);
-      if (pool != nullptr) out.upstream_calls = static_cast<double>(upstream_calls) / repetitions;
+      if (pool != nullptr)
+        out.upstream_calls = static_cast<double>(upstream_calls) / args.repetitions;
       if (pool != nullptr && large_frees > 0)
         out.events_per_large =
-            static_cast<double>(events) / static_cast<double>(large_frees * repetitions);
+            static_cast<double>(events) / static_cast<double>(large_frees * args.repetitions);
     } catch (out_of_memory const& e) {
       std::fprintf(stderr, "%s, %s, %d threads: %s\n", c.name.c_str(), spec.name.c_str(), threads,
                    e.what());
@@ -232,7 +228,7 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
                             static_cast<double>(cold.peak_live_bytes);
       std::vector<double> runs;  // ns per pair of each warm replay
       pool_statistics const before = pool != nullptr ? pool->statistics() : pool_statistics{};
-      int const warm_runs = c.warm_up ? repetitions : 1;
+      int const warm_runs = c.warm_up ? args.repetitions : 1;
       for (int rep = 0; rep < warm_runs; ++rep) {
         replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
         runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
@@ -264,8 +260,8 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
   all.push_back({"gpumem pool", 1.0, true,
                  [&] {
                    pool_options o;
-                   o.wait_across_streams = wait_across_streams;
-                   o.max_cached_size = max_cached_size;
+                   o.wait_across_streams = args.wait_across_streams;
+                   o.max_cached_size = args.max_cached_size;
                    return std::make_unique<pool_resource>(upstream, o);
                  },
                  nullptr, nullptr});
@@ -275,8 +271,8 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                    [&] {
                      pool_options o;
                      o.expandable = true;
-                     o.held_target = held_target;
-                     o.max_cached_size = max_cached_size;
+                     o.held_target = args.held_target;
+                     o.max_cached_size = args.max_cached_size;
                      return std::make_unique<pool_resource>(upstream, o);
                    },
                    nullptr, nullptr});
@@ -306,52 +302,18 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
 }
 
 int run(int argc, char** argv) {
-  bool quick = backend().kind() != backend_kind::cuda;
-  bool pool_only = false;
-  std::string only;  // one trace; empty: all
-  // The logs replayed: (row name, path).
-  std::vector<std::pair<std::string, std::string>> logs{
-      {"replay", std::string(GPUMEM_BENCH_DATA_DIR) + "/training_loop.csv"},
-      {"pytorch", std::string(GPUMEM_BENCH_DATA_DIR) + "/pytorch_training_loop.csv"}};
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0)
-      quick = true;
-    else if (std::strcmp(argv[i], "--full") == 0)
-      quick = false;
-    else if (std::strcmp(argv[i], "--pool-only") == 0)
-      pool_only = true;
-    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
-      only = argv[++i];
-    else if (std::strcmp(argv[i], "--log") == 0 && i + 1 < argc)
-      logs = {{"replay", argv[++i]}};
-    else if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc && std::atoi(argv[i + 1]) > 0)
-      repetitions = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
-      wait_across_streams = true;
-    else if (std::strcmp(argv[i], "--held-target") == 0 && i + 1 < argc &&
-             std::atof(argv[i + 1]) >= 1.0)
-      held_target = std::atof(argv[++i]);
-    else if (std::strcmp(argv[i], "--max-cached-size") == 0 && i + 1 < argc &&
-             try_parse_bytes(argv[i + 1]).has_value())
-      max_cached_size = *try_parse_bytes(argv[++i]);
-    else {
-      std::fprintf(stderr,
-                   "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
-                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
-                   "[--held-target X] [--max-cached-size BYTES]\n"
-                   "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
-                   "full run anywhere\n"
-                   "  --pool-only: gpumem's pools alone, no competitors\n"
-                   "  --reps N: timed runs per measurement, median reported (default 5)\n"
-                   "  --wait-across-streams: the chunked pool with "
-                   "pool_options::wait_across_streams\n"
-                   "  --held-target X: the expandable pool's pool_options::held_target (at "
-                   "least 1)\n"
-                   "  --max-cached-size BYTES: both pools' pool_options::max_cached_size (e.g. "
-                   "256KiB)\n");
-      return 2;
-    }
-  }
+  alloc_args defaults;
+  defaults.quick = backend().kind() != backend_kind::cuda;
+  defaults.logs = {{"replay", std::string(GPUMEM_BENCH_DATA_DIR) + "/training_loop.csv"},
+                   {"pytorch", std::string(GPUMEM_BENCH_DATA_DIR) + "/pytorch_training_loop.csv"}};
+  std::optional<alloc_args> parsed = parse_alloc_args(argc, argv, std::move(defaults));
+  if (!parsed) return 2;
+  args = std::move(*parsed);
+  bool const quick = args.quick;
+  bool const pool_only = args.pool_only;
+  std::string const& only = args.only;
+  auto const& logs = args.logs;
+  int const repetitions = args.repetitions;
   bool const cuda = backend().kind() == backend_kind::cuda;
   std::printf(
       "bench_alloc: ns per allocate+free pair (host time, median of %d runs), ratio = competitor "
@@ -360,11 +322,11 @@ int run(int argc, char** argv) {
   std::printf("device: %s%s\n", device_line().c_str(),
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());
-  if (wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
-  std::printf("gpumem expandable: pool_options::held_target %.3g\n", held_target);
-  if (max_cached_size != pool_options{}.max_cached_size)
+  if (args.wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
+  std::printf("gpumem expandable: pool_options::held_target %.3g\n", args.held_target);
+  if (args.max_cached_size != pool_options{}.max_cached_size)
     std::printf("gpumem pools: pool_options::max_cached_size %s\n",
-                format_bytes(max_cached_size).c_str());
+                format_bytes(args.max_cached_size).c_str());
 
   timed_upstream upstream;
   pools_upstream = &upstream;

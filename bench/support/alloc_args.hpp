@@ -1,0 +1,77 @@
+// bench_alloc's command line: what to run and how the pools are configured (bench/alloc.cpp).
+#pragma once
+
+#include <gpumem/core/units.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpumem::bench {
+
+struct alloc_args {
+  bool quick = false;      // --quick / --full (default: quick without a GPU)
+  bool pool_only = false;  // --pool-only: gpumem's pools alone
+  std::string only;        // --only TRACE: one trace; empty: all
+  // The logs replayed: (row name, path); --log PATH replays that one instead.
+  std::vector<std::pair<std::string, std::string>> logs;
+  int repetitions = 5;  // --reps N: timed runs per measurement (after the warm-up), median reported
+  bool wait_across_streams = false;  // the chunked pool's pool_options::wait_across_streams
+  double held_target = pool_options{}.held_target;               // the expandable pool's
+  std::size_t max_cached_size = pool_options{}.max_cached_size;  // both pools'
+};
+
+// Parses argv over `defaults`; prints the usage to stderr and returns nothing on an unknown or
+// malformed argument.
+inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_args defaults) {
+  alloc_args a = std::move(defaults);
+  for (int i = 1; i < argc; ++i) {
+    bool const has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--quick") == 0)
+      a.quick = true;
+    else if (std::strcmp(argv[i], "--full") == 0)
+      a.quick = false;
+    else if (std::strcmp(argv[i], "--pool-only") == 0)
+      a.pool_only = true;
+    else if (std::strcmp(argv[i], "--only") == 0 && has_value)
+      a.only = argv[++i];
+    else if (std::strcmp(argv[i], "--log") == 0 && has_value)
+      a.logs = {{"replay", argv[++i]}};
+    else if (std::strcmp(argv[i], "--reps") == 0 && has_value && std::atoi(argv[i + 1]) > 0)
+      a.repetitions = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
+      a.wait_across_streams = true;
+    else if (std::strcmp(argv[i], "--held-target") == 0 && has_value &&
+             std::atof(argv[i + 1]) >= 1.0)
+      a.held_target = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--max-cached-size") == 0 && has_value &&
+             try_parse_bytes(argv[i + 1]).has_value())
+      a.max_cached_size = *try_parse_bytes(argv[++i]);
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
+                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
+                   "[--held-target X] [--max-cached-size BYTES]\n"
+                   "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
+                   "full run anywhere\n"
+                   "  --pool-only: gpumem's pools alone, no competitors\n"
+                   "  --reps N: timed runs per measurement, median reported (default 5)\n"
+                   "  --wait-across-streams: the chunked pool with "
+                   "pool_options::wait_across_streams\n"
+                   "  --held-target X: the expandable pool's pool_options::held_target (at "
+                   "least 1)\n"
+                   "  --max-cached-size BYTES: both pools' pool_options::max_cached_size (e.g. "
+                   "256KiB)\n");
+      return std::nullopt;
+    }
+  }
+  return a;
+}
+
+}  // namespace gpumem::bench
