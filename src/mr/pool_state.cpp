@@ -420,9 +420,12 @@ std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) cons
 void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
   ++reclaims_;
   ++reclaims_since_growth_;
+  // A dead stream is buried (a device synchronisation) only where growth may wait, or as the last
+  // resort before out-of-memory (which synchronises anyway).
+  bool const may_wait = options_.trim_before_growth || !quiet_only;
   for (auto& entry : streams_)
     if (entry.second.get() != &s && (!quiet_only || quiet(*entry.second)))
-      settle_locked(*entry.second);
+      settle_locked(*entry.second, may_wait);
   poll_locked();
   return fit_locked(size, s);
 }

@@ -304,7 +304,17 @@ class pool_state {
   void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
-  void settle_locked(pool_stream& s);
+  // Makes what `s` freed reusable by every stream: at once if it is idle (or released), else once
+  // a fence recorded now completes. A dead stream (below) is buried, which synchronises the
+  // device, unless `may_wait` is false; then it is left as it is.
+  void settle_locked(pool_stream& s, bool may_wait = true);
+  // A created stream destroyed without release_stream: its handle no longer names a stream, or
+  // names a later one (stream_id asked; the pool's contract is broken, but streams die in real
+  // programs). Nothing may be recorded on it or asked of it again.
+  bool stream_dead(pool_stream const& s) noexcept;
+  // Synchronises the device (the dead stream's work has finished then), completes its memory for
+  // every stream and marks it released: its entry goes like a released stream's.
+  void bury_locked(pool_stream& s) noexcept;
   // Starts a new epoch on `s` and returns the last one: a stream query or synchronisation made
   // after this covers every extent of `s` with an epoch up to the value returned (extents handed
   // back meanwhile, by threads working on `s` without mutex_, get a later epoch).

@@ -210,12 +210,11 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
     std::uint64_t upto = 0;
     try {
       if (!on_device) on_device.emplace(backend_, device_);
-      // A created stream's handle names it only while it lives; a stream being captured may not be
-      // queried, and a block for a capture is left to the capture's own rules (as
-      // take_from_other_stream_locked).
-      if (owner.key.which == pool_stream_key::kind::created &&
-          backend_.stream_id(owner.handle) != owner.key.id)
-        continue;
+      // A created stream's handle names it only while it lives (one destroyed without
+      // release_stream is left to settle_locked, which waits for the device); a stream being
+      // captured may not be queried, and a block for a capture is left to the capture's own rules
+      // (as take_from_other_stream_locked).
+      if (stream_dead(owner)) continue;
       if (backend_.stream_is_capturing(s.handle)) return 0;
       if (backend_.stream_is_capturing(owner.handle)) continue;
       upto = cut_epoch_locked(owner);
@@ -346,9 +345,42 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
   return true;
 }
 
-void pool_state::settle_locked(pool_stream& s) {
+bool pool_state::stream_dead(pool_stream const& s) noexcept {
+  if (s.key.which != pool_stream_key::kind::created || s.released.load(std::memory_order_relaxed))
+    return false;
+  try {
+    return backend_.stream_id(s.handle) != s.key.id;
+  } catch (...) {
+    return true;  // no longer a stream
+  }
+}
+
+void pool_state::bury_locked(pool_stream& s) noexcept {
+  // Whatever it had queued before it was destroyed has finished once the device is synchronised
+  // (a destroyed stream's work still runs to its end); then its memory is idle, as after
+  // release_stream, and its entry goes like a released stream's.
+  try {
+    scoped_device const on_device(backend_, device_);
+    backend_.synchronize();
+    ++synchronizations_;
+  } catch (std::exception const& e) {
+    log(log_level::error, name() + ": synchronising the device for a destroyed stream failed: " +
+                              e.what() + " (its memory is taken back anyway)");
+  }
+  log(log_level::warn, name() + ": stream " + pool_hex(reinterpret_cast<std::uintptr_t>(s.handle)) +
+                           " was destroyed without release_stream(); its memory is free again "
+                           "after a device synchronisation");
+  s.released.store(true, std::memory_order_relaxed);
+  complete_all_fences_locked(s, cut_epoch_locked(s));
+}
+
+void pool_state::settle_locked(pool_stream& s, bool may_wait) {
   drain_class_lists_locked(s);
   if (s.extents.bytes() == 0 && s.fences.empty()) return;
+  if (stream_dead(s)) {
+    if (may_wait) bury_locked(s);
+    return;
+  }
   if (s.released.load(std::memory_order_relaxed)) {
     // Given back with release_stream, which waited for it; frees on it since then waited for it
     // too (deallocate_on_released). It may be destroyed by now: never queried or recorded on.

@@ -207,5 +207,58 @@ TEST(pool_stream_identity, frees_after_release_stream_keep_nothing_of_the_stream
   EXPECT_LE(pool.statistics().streams, 1u) << "entries of the released streams are left";
 }
 
+// A stream destroyed without release_stream (against the pool's contract, but streams die in
+// real programs: a library's stream, a thread's) must not break the pool: the next trim or
+// out-of-memory finds that its handle no longer names it, synchronises the device, and its memory
+// is free for every stream. With the host backend, any use of the destroyed handle would throw.
+TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_is_buried) {
+  cuda_resource upstream;
+  pool_options options;
+  options.maximum_size = 64 * MiB;
+  pool_resource pool(upstream, options);
+  stream_handle const s = backend().create_stream(true);
+  for (std::size_t bytes : {std::size_t{4 * KiB}, std::size_t{1 * MiB}, std::size_t{24 * MiB}})
+    pool.deallocate(pool.allocate(bytes, s), bytes, s);
+  backend().destroy_stream(s);
+  // Only the dead stream's memory makes room for this one: it must be found, not an error of the
+  // destroyed stream.
+  void* big = nullptr;
+  EXPECT_NO_THROW(big = pool.allocate(56 * MiB, nullptr));
+  if (big != nullptr) pool.deallocate(big, 56 * MiB, nullptr);
+  EXPECT_THROW((void)pool.allocate(std::size_t{1} << 40, nullptr), out_of_memory);
+  EXPECT_NO_THROW(pool.trim());
+  backend().synchronize();  // what the null stream freed is idle: trim gives every chunk back
+  EXPECT_NO_THROW(pool.trim());
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u) << "the dead stream's memory was not taken back";
+  EXPECT_GE(pool.statistics().synchronizations, 1u);
+}
+
+// The same when a new stream took the dead one's address: its id tells them apart, and the new
+// stream gets none of the old one's memory before the device has been synchronised.
+TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_at_a_reused_handle) {
+  recycled_device device;
+  stream_handle const s = backend().create_stream(true);
+  {
+    cuda_resource upstream;
+    pool_resource pool(upstream, pool_options{});
+    void* const p = pool.allocate(8 * MiB, s);
+    pool.deallocate(p, 8 * MiB, s);
+    device.recycler->recycle(s);  // destroyed without release_stream; a new stream has its address
+    void* const fresh = pool.allocate(8 * MiB, s);
+    // The old stream's block only after the device has been synchronised (the old stream buried).
+    if (fresh == p) {
+      EXPECT_GE(pool.statistics().synchronizations, 1u)
+          << "the new stream inherited the old one's block without a wait";
+    }
+    pool.deallocate(fresh, 8 * MiB, s);
+    EXPECT_NO_THROW(pool.trim());
+    EXPECT_GE(pool.statistics().synchronizations, 1u) << "the dead stream was not waited for";
+    pool.check_invariants();
+    pool.release_stream(s);
+  }
+  backend().destroy_stream(s);
+}
+
 }  // namespace
 }  // namespace gpumem
