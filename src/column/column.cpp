@@ -78,7 +78,7 @@ column::column(column const& other)
       data_(other.data_),
       null_mask_(other.null_mask_),
       children_(other.children_),
-      null_count_(other.null_count_.load(std::memory_order_relaxed)) {}
+      null_count_(other.known_null_count()) {}
 
 column::column(column&& other) noexcept
     : type_(other.type_),
@@ -115,11 +115,18 @@ column const& column::child(std::size_t index) const {
   return children_[index];
 }
 
+std::size_t column::known_null_count() const noexcept {
+  // An exposed mask is shared for good by every view of it and by the holder of its address, and
+  // a write through any of them changes it in place: no handle can keep a count of it.
+  if (null_mask_.is_exposed()) return unknown_null_count;
+  return null_count_.load(std::memory_order_relaxed);
+}
+
 std::size_t column::null_count() const {
-  std::size_t cached = null_count_.load(std::memory_order_relaxed);
+  std::size_t cached = known_null_count();
   if (cached != unknown_null_count) return cached;
   cached = detail::count_nulls(null_mask_, offset_, size_);
-  null_count_.store(cached, std::memory_order_relaxed);
+  if (!null_mask_.is_exposed()) null_count_.store(cached, std::memory_order_relaxed);
   return cached;
 }
 
@@ -128,7 +135,7 @@ column column::slice(std::size_t begin, std::size_t end) const {
                  "column::slice: rows [" + std::to_string(begin) + ", " + std::to_string(end) +
                      ") are outside the column of " + std::to_string(size_) + " rows");
   // What is known of the whole column is known of every part when it says "none" or "all".
-  std::size_t const known = null_count_.load(std::memory_order_relaxed);
+  std::size_t const known = known_null_count();
   std::size_t nulls = unknown_null_count;
   if (known == 0) nulls = 0;
   if (known == size_ && size_ != 0) nulls = end - begin;
@@ -184,7 +191,7 @@ column column::copy() const {
   // Rows are copied from `first`, the row whose mask bit opens a word, so the mask needs no shift.
   std::size_t const first = nullable() ? offset_ - offset_ % bitmask_word_bits : offset_;
   std::size_t const rows = offset_ + size_ - first;
-  std::size_t const nulls = null_count_.load(std::memory_order_relaxed);
+  std::size_t const nulls = known_null_count();
   buffer mask;
   if (nullable() && size_ != 0) {
     // Padded as a new mask is where the source has the bytes (the constructor checked that the

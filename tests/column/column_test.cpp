@@ -1,11 +1,13 @@
 // Fixed-width columns: round trips of every type, slices of slices, null counts (slices whose
 // offset is not a multiple of 8 included), empty and all-null columns, the type check, slices of
-// exposed copy-on-write columns (views, as any slice), and deep copies keeping an opt-out of
+// exposed copy-on-write columns (views, as any slice) and their null counts (never cached), and
+// deep copies keeping an opt-out of
 // spilling under a global spill manager.
 #include "column_test_support.hpp"
 
 #include <gpumem/buffer/spill_manager.hpp>
 #include <gpumem/column/column.hpp>
+#include <gpumem/cuda/device_backend.hpp>
 
 #include <gtest/gtest.h>
 
@@ -183,6 +185,32 @@ TEST(column, a_slice_of_an_exposed_copy_on_write_column_is_a_view) {
   column const whole = c;  // a copy of an exposed column is a true copy (cuDF's rule)
   EXPECT_FALSE(whole.data().owns_same_memory(c.data()));
   EXPECT_EQ(whole.to_host<int>(), c.to_host<int>());
+}
+
+// The holder of an exposed mask's address may write it, and so may a write through any column
+// sharing it (frame::write_rows writes exposed buffers in place): no handle keeps a count of an
+// exposed mask — not the column, its slices (made before or after the export), nor its copies.
+TEST(column, the_null_count_of_an_exposed_mask_is_never_cached) {
+  buffer_options cow;
+  cow.copy_on_write = true;
+  column const c = column::from_host(std::vector<std::optional<int>>{1, 2, std::nullopt, 4}, cow);
+  column const head = c.slice(0, 2);
+  EXPECT_EQ(head.null_count(), 0u);           // counted while the mask is gpumem's alone
+  (void)c.null_mask().get_ptr(access::read);  // a user's export: exposed with every slice
+  ASSERT_TRUE(head.null_mask().is_exposed());
+  column const tail = c.slice(2, 4);
+  buffer shared = c.null_mask().slice(0, c.null_mask().size());  // a view: the exposed bytes
+  bitmask_word const row_1_valid = 0b0010;                       // rows 0, 2 and 3 null
+  backend().copy(shared.get_ptr(access::write), &row_1_valid, sizeof row_1_valid);
+  EXPECT_EQ(c.null_count(), 3u);
+  EXPECT_EQ(head.null_count(), 1u);
+  EXPECT_EQ(head.slice(0, 1).null_count(), 1u);
+  EXPECT_EQ(head.slice(1, 2).null_count(), 0u);
+  EXPECT_EQ(tail.null_count(), 2u);
+  column const copy = head;  // a true copy (of the bytes as they are now): counted afresh
+  EXPECT_EQ(copy.null_count(), 1u);
+  EXPECT_EQ(head.copy().null_count(), 1u);
+  EXPECT_EQ(head.validity_to_host(), (std::vector<bool>{false, true}));
 }
 
 TEST(column, copies_keep_an_opt_out_of_spilling) {

@@ -5,8 +5,10 @@
 
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/column.hpp>
+#include <gpumem/column/column_device_view.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/frame/column_ops.hpp>
 #include <gpumem/frame/data_frame.hpp>
 #include <gpumem/frame/series.hpp>
 
@@ -131,6 +133,28 @@ TEST(series, writes_to_an_exposed_column_go_in_place_and_spare_its_copies) {
   std::vector<std::int64_t> seen(4);
   gpumem::backend().copy(seen.data(), exported, sizeof(std::int64_t) * seen.size());
   EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2, 3, 9})) << "the write did not go in place";
+}
+
+// The views of an exposed column share its buffers for good, so a write through the parent goes
+// in place under them: a view's null count follows it (no handle caches the count of an exposed
+// mask), and so does writing the view elsewhere (the null used to become a valid 0).
+TEST(series, a_view_of_an_exposed_column_counts_the_nulls_written_through_its_parent) {
+  auto s = series::from_host<std::int64_t>({{1}, {2}, std::nullopt, {4}}, "x");
+  (void)gpumem::column_device_view::create(s.values());  // a user's kernel view: exposed
+  ASSERT_TRUE(s.values().null_mask().is_exposed());
+  series const v = s.head(2);
+  EXPECT_EQ(v.values().null_count(), 0u);
+  s.set_null(0, 1);
+  EXPECT_EQ(v.to_host<std::int64_t>(), (opt_vec<std::int64_t>{std::nullopt, 2}));
+  EXPECT_EQ(v.values().null_count(), 1u);
+  EXPECT_EQ(v.values().slice(0, 1).null_count(), 1u);
+  column const copy = v.values();  // a true copy of the exposed buffers, counted afresh
+  EXPECT_EQ(copy.null_count(), 1u);
+  column t =
+      column::from_host(std::vector<std::int64_t>{7, 8}, gpumem::frame::frame_buffer_options());
+  gpumem::frame::write_rows(t, 0, v.values());
+  EXPECT_EQ(t.to_host<std::int64_t>(), (opt_vec<std::int64_t>{std::nullopt, 2}));
+  EXPECT_EQ(t.null_count(), 1u);
 }
 
 TEST(series, reductions_and_cumsum) {

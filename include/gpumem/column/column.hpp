@@ -28,7 +28,8 @@
 // throw gpumem::logic_error naming the sizes; to_host<T> checks T against the column's type.
 // Thread safety: const members may be called from any number of threads at once; the null count
 // is computed on first use and cached atomically (two threads may both compute it, with the same
-// result). Assigning to a column while another thread reads it is a race, as for any value.
+// result), except for an exposed mask (buffer.hpp), which is counted on every use. Assigning to a
+// column while another thread reads it is a race, as for any value.
 #pragma once
 
 #include <gpumem/buffer/buffer.hpp>
@@ -94,7 +95,8 @@ class column {
 
   // True when the column has a validity mask (its rows may be null).
   bool nullable() const noexcept { return !null_mask_.empty(); }
-  // Null rows among this column's rows (copies the mask's words for those rows to the host once).
+  // Null rows among this column's rows (copies the mask's words for those rows to the host once;
+  // every time when the mask is exposed: writes through any handle sharing it change it in place).
   std::size_t null_count() const;
   bool has_nulls() const { return null_count() > 0; }
 
@@ -157,6 +159,8 @@ class column {
 
  private:
   static constexpr std::size_t unknown_null_count = ~std::size_t{0};
+  // The cached null count, or unknown_null_count when there is none or the mask is exposed.
+  std::size_t known_null_count() const noexcept;
   column(data_type type, std::size_t size, std::size_t offset, buffer data, buffer null_mask,
          std::vector<column> children, std::size_t null_count) noexcept;
   friend column detail::unchecked_strings_column(std::size_t, buffer, type_id, buffer, buffer,
