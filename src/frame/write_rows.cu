@@ -4,6 +4,9 @@
 //
 // copy_rows_kernel: one thread per destination mask word writes the elements and validity bits of
 // the rows of that word (read-modify-write of the partial words at the range's edges).
+// Null rows take only their validity bit: their elements keep what they held (Arrow leaves a null
+// row's value unspecified), so a handle sharing exposed data but not the mask (one the write made
+// or unshared) sees there the old value, never one that nobody wrote (docs/frame.md).
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/bitmask.hpp>
 #include <gpumem/column/column.hpp>
@@ -44,6 +47,12 @@ struct copy_rows_kernel {
     bitmask_word word = dst_mask != nullptr ? dst_mask[w] : 0;
     for (std::size_t row = begin; row < end; ++row) {
       std::size_t const s = row - dst_begin;
+      bitmask_word const bit = bitmask_word{1} << (row % bitmask_word_bits);
+      if (!src.is_valid(s)) {
+        word &= ~bit;
+        continue;
+      }
+      word |= bit;
       unsigned char const* a = from + (src.offset() + s) * width;
       unsigned char* b = to + row * width;
       switch (width) {  // typed copies: one load and one store per element
@@ -60,8 +69,6 @@ struct copy_rows_kernel {
           *reinterpret_cast<std::uint64_t*>(b) = *reinterpret_cast<std::uint64_t const*>(a);
           break;
       }
-      bitmask_word const bit = bitmask_word{1} << (row % bitmask_word_bits);
-      word = src.is_valid(s) ? (word | bit) : (word & ~bit);
     }
     if (dst_mask != nullptr) dst_mask[w] = word;
   }

@@ -157,6 +157,23 @@ TEST(series, a_view_of_an_exposed_column_counts_the_nulls_written_through_its_pa
   EXPECT_EQ(t.null_count(), 1u);
 }
 
+// A row made null in an exposed column that had no mask gets a mask its views do not share; its
+// data keeps the old value (a null row's value is unspecified), so the views show the old value,
+// never the zero under the null. Valid rows still go in place, where the views see them.
+TEST(series, set_null_on_an_exposed_column_leaves_its_views_the_old_values) {
+  auto p = series::from_host<std::int64_t>(std::vector<std::int64_t>{1, 2, 3}, "x");
+  (void)gpumem::column_device_view::create(p.values());
+  ASSERT_TRUE(p.values().data().is_exposed());
+  ASSERT_FALSE(p.values().nullable());
+  series const w = p.head(2);
+  p.set_null(0, 1);
+  EXPECT_EQ(p.to_host<std::int64_t>(), (opt_vec<std::int64_t>{std::nullopt, 2, 3}));
+  EXPECT_EQ(w.to_host<std::int64_t>(), (opt_vec<std::int64_t>{1, 2}));  // the old value
+  p.set_rows(0, opt_vec<std::int64_t>{std::nullopt, 5});
+  EXPECT_EQ(p.to_host<std::int64_t>(), (opt_vec<std::int64_t>{std::nullopt, 5, 3}));
+  EXPECT_EQ(w.to_host<std::int64_t>(), (opt_vec<std::int64_t>{1, 5}));
+}
+
 TEST(series, reductions_and_cumsum) {
   auto const s = series::from_host<double>({{1.5}, std::nullopt, {2.5}}, "v");
   EXPECT_EQ(s.sum().value<double>(), 4.0);
