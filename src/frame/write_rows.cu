@@ -3,7 +3,10 @@
 // same code runs as a CUDA kernel and on the host backend's thread pool).
 //
 // copy_rows_kernel: one thread per destination mask word writes the elements and validity bits of
-// the rows of that word (read-modify-write of the partial words at the range's edges).
+// the rows of that word (read-modify-write of the partial words at the range's edges). Its threads
+// read the source while others write the destination, so the two must not share bytes: a source
+// that overlaps the destination (a view of an exposed target, which is written in place) is
+// staged first, copied into buffers of its own, as the array layer stages overlapping copies.
 // Null rows take only their validity bit: their elements keep what they held (Arrow leaves a null
 // row's value unspecified), so a handle sharing exposed data but not the mask (one the write made
 // or unshared) sees there the old value, never one that nobody wrote (docs/frame.md).
@@ -74,9 +77,58 @@ struct copy_rows_kernel {
   }
 };
 
-// Copies rows [0, values.size()) of `values` to rows [begin, ...) of `dst` / `dst_mask`.
+// The addresses [p + offset, p + offset + bytes), to compare ranges of any two buffers (one address
+// space: host memory on the host backend, unified addressing on the cuda one). Empty when p is
+// null.
+struct byte_range {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+};
+byte_range range_of(void const* p, std::size_t offset, std::size_t bytes) {
+  if (p == nullptr || bytes == 0) return {};
+  std::uintptr_t const begin = reinterpret_cast<std::uintptr_t>(p) + offset;
+  return {begin, begin + bytes};
+}
+bool intersect(byte_range a, byte_range b) {
+  return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
+}
+// The bytes of the mask words holding rows [first, first + count) (count > 0).
+byte_range mask_words_of(void const* mask, std::size_t first, std::size_t count) {
+  std::size_t const first_word = first / bitmask_word_bits;
+  std::size_t const last_word = (first + count - 1) / bitmask_word_bits;
+  return range_of(mask, first_word * sizeof(bitmask_word),
+                  (last_word - first_word + 1) * sizeof(bitmask_word));
+}
+
+// Whether the bytes that copying `values` to rows [begin, ...) of `dst` / `dst_mask` reads share
+// any byte with those it writes: the source's elements and mask words against the destination's
+// (any pair, so that buffers made by hand over one allocation count too). Inside a spill lock.
+bool overlaps(column const& values, void const* dst, void const* dst_mask, std::size_t begin) {
+  std::size_t const n = values.size();
+  std::size_t const width = size_of(values.type());
+  byte_range const writes[] = {
+      range_of(dst, begin * width, n * width),
+      dst_mask != nullptr ? mask_words_of(dst_mask, begin, n) : byte_range{}};
+  void const* const src = values.data().get_ptr(access::read);
+  byte_range const reads[] = {
+      range_of(src, values.offset() * width, n * width),
+      values.nullable()
+          ? mask_words_of(values.null_mask().get_ptr(access::read), values.offset(), n)
+          : byte_range{}};
+  for (byte_range const& w : writes)
+    for (byte_range const& r : reads)
+      if (intersect(w, r)) return true;
+  return false;
+}
+
+// Copies rows [0, values.size()) of `values` to rows [begin, ...) of `dst` / `dst_mask`, staging
+// the source first when it overlaps the destination. Inside a spill lock.
 void copy_rows(column const& values, void* dst, bitmask_word* dst_mask, std::size_t begin) {
   if (values.empty()) return;
+  if (overlaps(values, dst, dst_mask, begin)) {
+    copy_rows(values.copy(), dst, dst_mask, begin);  // new buffers: no overlap
+    return;
+  }
   std::size_t const first_word = begin / bitmask_word_bits;
   std::size_t const last_word = (begin + values.size() - 1) / bitmask_word_bits;
   copy_rows_kernel const k{column_device_view::create(values),
@@ -100,7 +152,7 @@ void write_rows(column& target, std::size_t begin, column const& values) {
                  "write_rows: rows [" + std::to_string(begin) + ", " + std::to_string(begin) +
                      " + " + std::to_string(values.size()) + ") are outside the column of " +
                      std::to_string(target.size()) + " rows");
-  if (values.empty()) return;
+  if (values.empty() || &values == &target) return;  // a column written over itself: unchanged
   // Copy on write is the buffer's (docs/buffers.md): the target's handles are moved out, so they
   // are the only ones of this column, and get_ptr(access::write) gives them bytes of their own
   // when any other handle (a shallow copy, a view, another frame) shares them. Buffers that are

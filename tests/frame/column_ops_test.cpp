@@ -4,11 +4,13 @@
 
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/column.hpp>
+#include <gpumem/column/column_device_view.hpp>
 #include <gpumem/column/strings_column.hpp>
 #include <gpumem/frame/column_ops.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -311,6 +313,45 @@ TEST(write_rows, in_place_when_alone_copy_when_shared) {
   gpumem::frame::write_rows(view, 2, column::from_host(std::vector<std::int32_t>{-5}));
   EXPECT_EQ(view.to_host<std::int32_t>(), (opt_vec<std::int32_t>{30, 4, -5}));
   EXPECT_EQ(sibling.to_host<std::int32_t>()[4], 5);
+}
+
+// A column exposed outside a spill lock (here by a kernel view, as a user's launch makes one) is
+// written in place, so a view of it as the values overlaps the rows written: the values are
+// staged first, as NumPy's a[1:6] = a[0:5] and the array layer's overlapping copies. Both
+// directions, across many mask words (one thread per word), nulls moving with their rows, and a
+// shift whose elements are apart but whose mask words are shared.
+TEST(write_rows, overlapping_rows_of_an_exposed_column_are_staged) {
+  gpumem::buffer_options cow;
+  cow.copy_on_write = true;
+  column c = column::from_host(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, cow);
+  (void)gpumem::column_device_view::create(c);  // outside a lock: exposed
+  ASSERT_TRUE(c.data().is_exposed());
+  void const* before = address(c.data());
+  gpumem::frame::write_rows(c, 1, c.slice(0, 5));
+  EXPECT_EQ(address(c.data()), before);  // in place, where the exporter sees it
+  EXPECT_EQ(c.to_host<std::int64_t>(), (opt_vec<std::int64_t>{1, 1, 2, 3, 4, 5}));
+
+  struct shift {
+    std::size_t to, from, count;
+  };
+  for (shift const m : {shift{7, 0, 150}, shift{0, 9, 150}, shift{0, 40, 40}, shift{33, 1, 160}}) {
+    opt_vec<std::int64_t> model(200);
+    for (std::size_t i = 0; i < model.size(); ++i)
+      if (i % 7 != 3) model[i] = static_cast<std::int64_t>(i) + 1;
+    column d = column::from_host(model, cow);
+    (void)gpumem::column_device_view::create(d);
+    ASSERT_TRUE(d.null_mask().is_exposed());
+    gpumem::frame::write_rows(d, m.to, d.slice(m.from, m.from + m.count));
+    opt_vec<std::int64_t> const moved(
+        model.begin() + static_cast<std::ptrdiff_t>(m.from),
+        model.begin() + static_cast<std::ptrdiff_t>(m.from + m.count));
+    std::copy(moved.begin(), moved.end(), model.begin() + static_cast<std::ptrdiff_t>(m.to));
+    EXPECT_EQ(d.to_host<std::int64_t>(), model) << "rows " << m.from << ".. to " << m.to;
+    std::size_t nulls = 0;
+    for (auto const& x : model)
+      nulls += x ? 0 : 1;
+    EXPECT_EQ(d.null_count(), nulls) << "rows " << m.from << ".. to " << m.to;
+  }
 }
 
 TEST(write_rows, masks_across_words_and_errors) {

@@ -32,15 +32,17 @@
 //
 // write_rows(target, begin, values): rows [begin, begin + values.size()) of the fixed-width
 // `target` take the rows of `values` (same type), nulls included; a row written null takes only
-// its validity bit (its element keeps what it held: a null row's value is unspecified). Copy on
-// write is the buffer layer's (docs/buffers.md, one rule): the target's buffers are written
-// through get_ptr(access::write), which gives them bytes of their own first when any other handle
-// (a shallow copy, a view, a frame, a keep-alive) shares them, so everything sharing the old bytes
-// keeps seeing the old values; exposed buffers are written in place, where their views and the
-// holder of their address see the writes. A target whose buffers are not copy-on-write (made by
-// hand, or by column::from_host without options) is first copied into copy-on-write buffers: only
-// those can tell whether they are shared. The frame layer's own buffers from host data are
-// copy-on-write (series::from_host), so their writes copy only when shared.
+// its validity bit (its element keeps what it held: a null row's value is unspecified). `values`
+// may be a view of `target` (overlapping rows are copied as if through a temporary: NumPy's
+// a[1:6] = a[0:5]). Copy on write is the buffer layer's (docs/buffers.md, one rule): the target's
+// buffers are written through get_ptr(access::write), which gives them bytes of their own first
+// when any other handle (a shallow copy, a view, a frame, a keep-alive) shares them, so everything
+// sharing the old bytes keeps seeing the old values; exposed buffers are written in place, where
+// their views and the holder of their address see the writes. A target whose buffers are not
+// copy-on-write (made by hand, or by column::from_host without options) is first copied into
+// copy-on-write buffers: only those can tell whether they are shared. The frame layer's own
+// buffers from host data are copy-on-write (series::from_host), so their writes copy only when
+// shared.
 //
 // Spilling: every operation takes the pointers of its inputs and outputs inside a spill_lock of
 // its own and finishes its work before the lock goes: spilled inputs come back for the
