@@ -16,22 +16,22 @@ void check_rank(std::size_t rank) {
                      std::to_string(max_array_rank));
 }
 
-// Element count of `shape` times `itemsize`, with every overflow reported.
+// Element count of `shape` times `itemsize`, with every overflow reported. As NumPy's "array is
+// too big", the dimensions other than 0 count even when one is 0: strides are products of them
+// (contiguous), and slicing computes offsets from them.
 void check_total(shape_type const& shape, std::size_t itemsize) {
   GPUMEM_EXPECTS(itemsize > 0, "array itemsize must be positive");
   GPUMEM_EXPECTS(itemsize <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
                  "array itemsize " + std::to_string(itemsize) + " exceeds the address space");
   std::size_t bytes = itemsize;
-  bool empty = false;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     std::size_t const n = shape[d];
     GPUMEM_EXPECTS(n <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
                    "bad shape " + to_string(shape) + ": shape[" + std::to_string(d) +
                        "] = " + std::to_string(n) + " is too large (negative value converted?)");
-    if (n == 0) empty = true;
   }
-  if (empty) return;
   for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) continue;
     GPUMEM_EXPECTS(
         bytes <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / shape[d],
         "bad shape " + to_string(shape) + ": the array would exceed the address space");
@@ -99,19 +99,19 @@ array_layout array_layout::strided(shape_type const& shape, strides_type const& 
     l.shape[d] = shape[d];
     l.strides[d] = strides[d];
   }
-  // The extent must be representable: |stride| * (n - 1) summed over dimensions.
-  if (l.size() != 0) {
-    std::size_t span = itemsize;
-    for (int d = 0; d < l.rank; ++d) {
-      std::size_t const step = static_cast<std::size_t>(std::llabs(strides[d]));
-      std::size_t const reach = shape[d] - 1;
-      GPUMEM_EXPECTS(reach == 0 || step <= (std::numeric_limits<std::size_t>::max() / 4) / reach,
-                     "bad stride: strides[" + std::to_string(d) + "] = " +
-                         std::to_string(strides[d]) + " overflows for shape " + to_string(shape));
-      span += step * reach;
-      GPUMEM_EXPECTS(span <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
-                     "bad strides for shape " + to_string(shape) + ": the extent overflows");
-    }
+  // The extent must be representable: |stride| * (n - 1) summed over dimensions. Checked for
+  // empty shapes too (a dimension of 0 reaches nothing), as check_total checks their other
+  // dimensions: slicing an empty array computes offsets and strides from those.
+  std::size_t span = itemsize;
+  for (int d = 0; d < l.rank; ++d) {
+    std::size_t const step = static_cast<std::size_t>(std::llabs(strides[d]));
+    std::size_t const reach = shape[d] == 0 ? 0 : shape[d] - 1;
+    GPUMEM_EXPECTS(reach == 0 || step <= (std::numeric_limits<std::size_t>::max() / 4) / reach,
+                   "bad stride: strides[" + std::to_string(d) + "] = " +
+                       std::to_string(strides[d]) + " overflows for shape " + to_string(shape));
+    span += step * reach;
+    GPUMEM_EXPECTS(span <= static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()),
+                   "bad strides for shape " + to_string(shape) + ": the extent overflows");
   }
   return l;
 }

@@ -118,6 +118,38 @@ TEST(array_layout, empty_slices_are_empty) {
   EXPECT_TRUE(s.layout.is_c_contiguous());
 }
 
+// Empty shapes are checked as others: NumPy's np.empty((0, 2**62, 2**62)) is "array is too big",
+// and an empty array's strides may reach no further than those of a full one (its slices compute
+// offsets and strides from them). These overflowed signed arithmetic (UBSan) and were accepted.
+TEST(array_layout, empty_shapes_are_checked_as_full_ones) {
+  std::size_t const big = std::size_t(1) << 62;
+  expect_logic_error(
+      [&] {
+        array_layout::contiguous({0, big, big}, 8);
+      },
+      "bad shape (0, 4611686018427387904, 4611686018427387904): the array would "
+      "exceed the address space");
+  expect_logic_error(
+      [&] {
+        array_layout::contiguous({big, 4, 0}, 8, array_order::fortran);
+      },
+      "bad shape (4611686018427387904, 4, 0)");
+  expect_logic_error(
+      [] {
+        array_layout::strided({0, 4}, {8, std::ptrdiff_t(1) << 62}, 8);
+      },
+      "strides[1] = 4611686018427387904 overflows for shape (0, 4)");
+  // Within the limits, an empty layout has the strides of a full one, and its slices are empty,
+  // at offset 0.
+  auto const e = array_layout::contiguous({0, 3, 4}, 8);
+  EXPECT_EQ(e.strides_vector(), (strides_type{96, 32, 8}));
+  EXPECT_EQ(e.size(), 0u);
+  auto const s = array_layout::strided({0, 4}, {8, 16}, 8).sliced({slice{0, 0}, slice{0, 4, 2}});
+  EXPECT_EQ(s.layout.shape_vector(), (shape_type{0, 2}));
+  EXPECT_EQ(s.layout.strides_vector(), (strides_type{8, 32}));
+  EXPECT_EQ(s.byte_offset, 0);
+}
+
 TEST(array_layout, reshape_needs_contiguity_and_the_same_count) {
   auto l = array_layout::contiguous({4, 6}, 4);
   auto r = l.reshaped({3, 8});
