@@ -131,7 +131,7 @@ std::string data_frame::to_string(print_options const& options) const {
       out += (p == 0 ? "" : ", ") + columns_.label_at(p).to_string();
     out += "]\nIndex: [";
     // Past max_rows labels, the first and last min_rows / 2 around "...".
-    detail::shown_rows const shown = detail::rows_to_show(n, options);
+    detail::shown_rows const shown = detail::rows_to_show(n, options, detail::printed::frame);
     std::vector<std::string> labels = index_.format(0, shown.head);
     if (shown.truncated) {
       labels.emplace_back("...");
@@ -142,7 +142,7 @@ std::string data_frame::to_string(print_options const& options) const {
       out += (i == 0 ? "" : ", ") + labels[i];
     return out + "]";
   }
-  detail::shown_rows const shown = detail::rows_to_show(n, options);
+  detail::shown_rows const shown = detail::rows_to_show(n, options, detail::printed::frame);
   auto gather = [&](auto const& format) {
     std::vector<std::string> cells = format(0, shown.head);
     if (shown.truncated) {

@@ -5,6 +5,7 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/frame/format.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -149,11 +150,16 @@ std::vector<std::string> format_rows(column const& c, std::size_t begin, std::si
 
 namespace detail {
 
-shown_rows rows_to_show(std::size_t rows, print_options const& options) noexcept {
+// pandas 3.1's rule (SeriesFormatter._chk_truncate; DataFrameFormatter._adjust_max_rows and
+// _truncate_vertically): a min_rows of 0 is not set; otherwise at most min_rows rows are shown,
+// half at each end. With one row to show, a series shows it and no tail; a frame shows its first
+// max_rows rows (all of them when min_rows is 1 and max_rows above it), then the dots.
+shown_rows rows_to_show(std::size_t rows, print_options const& options, printed what) noexcept {
   if (options.max_rows == 0 || rows <= options.max_rows) return {rows, 0, false};
   std::size_t const fitted =
-      options.min_rows < options.max_rows ? options.min_rows : options.max_rows;
+      options.min_rows == 0 ? options.max_rows : std::min(options.min_rows, options.max_rows);
   std::size_t const half = fitted / 2;
+  if (half == 0) return {what == printed::series ? fitted : options.max_rows, 0, true};
   return {half, half, true};
 }
 

@@ -71,7 +71,7 @@ std::string series::to_string(print_options const& options) const {
   if (!name_.empty()) footer += "Name: " + name_.to_string() + ", ";
   std::size_t const n = size();
   if (n == 0) return "Series([], " + footer + "dtype: " + dtype_name(type()) + ")";
-  detail::shown_rows const shown = detail::rows_to_show(n, options);
+  detail::shown_rows const shown = detail::rows_to_show(n, options, detail::printed::series);
   std::vector<std::string> labels = index_.format(0, shown.head);
   std::vector<std::string> cells = format_rows(values_, 0, shown.head);
   if (shown.truncated) {
@@ -92,11 +92,12 @@ std::string series::to_string(print_options const& options) const {
   for (auto const& s : cells)
     cell_width = std::max(cell_width, detail::display_width(s) + 1);  // pandas' leading space
   std::string out;
-  for (std::size_t i = 0; i < cells.size(); ++i) {
+  for (std::size_t i = 0; i <= cells.size(); ++i) {
     if (shown.truncated && i == shown.head) {  // a blank label, the dots centred
       out += std::string(label_width, ' ') + "   " +
              detail::center(cell_width > 3 ? "..." : "..", cell_width) + "\n";
     }
+    if (i == cells.size()) break;  // past the last row: only the dots may follow it
     out += detail::pad_right(labels[i], label_width) + "   " +
            detail::pad_left(cells[i], cell_width) + "\n";
   }

@@ -149,6 +149,62 @@ TEST(print, frame_truncated) {
             "[100 rows x 1 columns]");
 }
 
+// Options whose min(min_rows, max_rows) / 2 is 0, and a min_rows of 0 (pandas: not set, so
+// max_rows counts): what pandas 3.1.1 prints for the same options
+// (pd.option_context("display.max_rows", 1, "display.min_rows", 10) and so on). A series then
+// shows its first row, a frame its first max_rows rows, and both the dots after them.
+TEST(print, one_row_or_no_min_rows_when_truncated) {
+  auto const s = series::from_host(iota<std::int64_t>(10), "v");
+  data_frame const df({{"v", column::from_host(iota<std::int64_t>(10))}});
+  std::string const one_row =
+      "0    0\n"
+      "    ..\n"
+      "Name: v, Length: 10, dtype: Int64";
+  EXPECT_EQ(s.to_string({1, 10}), one_row);
+  EXPECT_EQ(s.to_string({9, 1}), one_row);
+  EXPECT_EQ(df.to_string({1, 10}),
+            "    v\n"
+            "0   0\n"
+            ".. ..\n"
+            "\n"
+            "[10 rows x 1 columns]");
+  EXPECT_EQ(df.to_string({9, 1}),
+            "    v\n"
+            "0   0\n"
+            "1   1\n"
+            "2   2\n"
+            "3   3\n"
+            "4   4\n"
+            "5   5\n"
+            "6   6\n"
+            "7   7\n"
+            "8   8\n"
+            ".. ..\n"
+            "\n"
+            "[10 rows x 1 columns]");
+  EXPECT_EQ(s.to_string({5, 0}),
+            "0    0\n"
+            "1    1\n"
+            "    ..\n"
+            "8    8\n"
+            "9    9\n"
+            "Name: v, Length: 10, dtype: Int64");
+  EXPECT_EQ(df.to_string({5, 0}),
+            "    v\n"
+            "0   0\n"
+            "1   1\n"
+            ".. ..\n"
+            "8   8\n"
+            "9   9\n"
+            "\n"
+            "[10 rows x 1 columns]");
+  EXPECT_EQ(s.to_string({2, 10}),
+            "0    0\n"
+            "    ..\n"
+            "9    9\n"
+            "Name: v, Length: 10, dtype: Int64");
+}
+
 TEST(print, hierarchical_labels) {
   auto i64 = [](std::vector<std::int64_t> v) { return column::from_host(v); };
   data_frame const two({{{"longname", "x"}, i64({5, 7})},

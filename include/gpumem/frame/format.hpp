@@ -18,10 +18,12 @@
 // string. Layout as pandas': a series is "<index>   <values>" then "Name: x, dtype: Int64"; a
 // frame joins its columns with one space after giving each value a leading one; hierarchical
 // labels print one header line per level, a label shown only where it differs from the column
-// before. Past max_rows rows only the first and last min_rows / 2 are shown, around a ".." row,
-// and the footer gives the size ("Length: 100, dtype: Int64", "[100 rows x 2 columns]"). Empty:
-// "Series([], dtype: Int64)", "Empty DataFrame\nColumns: [a, b]\nIndex: []". Columns are never
-// elided (pandas' display width is not modelled). Only the rows shown are copied to the host.
+// before. Past max_rows rows only the first and last min(min_rows, max_rows) / 2 are shown (a
+// min_rows of 0: max_rows / 2), around a ".." row; when that is 0, the first row of a series or
+// the first max_rows rows of a frame, then the dots (as pandas 3.1). The footer gives the size
+// ("Length: 100, dtype: Int64", "[100 rows x 2 columns]"). Empty: "Series([], dtype: Int64)",
+// "Empty DataFrame\nColumns: [a, b]\nIndex: []". Columns are never elided (pandas' display width
+// is not modelled). Only the rows shown are copied to the host.
 //
 // Thread safety: free functions without state.
 #pragma once
@@ -36,7 +38,7 @@ namespace gpumem::frame {
 
 struct print_options {
   std::size_t max_rows = 60;  // pandas' display.max_rows; 0: never truncate
-  std::size_t min_rows = 10;  // pandas' display.min_rows: rows shown when truncated
+  std::size_t min_rows = 10;  // pandas' display.min_rows: rows shown when truncated; 0: max_rows
 };
 
 // "Int64", "Float32", "boolean", "string", ...
@@ -49,13 +51,15 @@ std::string format_float(float value);
 
 namespace detail {
 // The positions shown for `rows` rows: [0, head) and [rows - tail, rows), with truncated set when
-// rows were left out.
+// rows were left out (the dots go between them; tail may be 0, then they come last).
 struct shown_rows {
   std::size_t head = 0;
   std::size_t tail = 0;
   bool truncated = false;
 };
-shown_rows rows_to_show(std::size_t rows, print_options const& options) noexcept;
+// pandas truncates series and frames alike but for one case (rows_to_show in format.cpp).
+enum class printed { series, frame };
+shown_rows rows_to_show(std::size_t rows, print_options const& options, printed what) noexcept;
 // Display width of UTF-8 text: its code points.
 std::size_t display_width(std::string const& text) noexcept;
 }  // namespace detail
