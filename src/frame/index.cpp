@@ -1,4 +1,5 @@
 // range_index and index (see range_index.hpp, index.hpp).
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/frame/column_ops.hpp>
 #include <gpumem/frame/format.hpp>
@@ -75,7 +76,13 @@ range_index range_index::slice(std::size_t begin, std::size_t end) const {
 }
 
 column range_index::to_column() const {
-  std::vector<std::int64_t> values(size());
+  // More labels than any allocation holds (range_index(INT64_MIN, INT64_MAX) has 2^64 - 1): refused
+  // by value, before the host vector would fail with std::length_error.
+  std::size_t const n = size();
+  GPUMEM_EXPECTS(n <= max_allocation_bytes / sizeof(std::int64_t),
+                 "range_index::to_column: " + std::to_string(n) + " labels of " +
+                     std::to_string(sizeof(std::int64_t)) + " bytes exceed the address space");
+  std::vector<std::int64_t> values(n);
   for (std::size_t i = 0; i < values.size(); ++i)
     values[i] = value(i);
   return column::from_host(values);

@@ -75,6 +75,12 @@ TEST(range_index, slices_near_the_int64_limits) {
   EXPECT_EQ(tail.value(2), big - 1);
   EXPECT_EQ(tail.stop(), big);
   EXPECT_EQ(index(up).format(0, 1), (std::vector<std::string>{std::to_string(big - 2)}));
+
+  // More labels than any allocation holds: refused by count (it was std::length_error).
+  expect_logic_error([&] { (void)range_index(low, big).to_column(); },
+                     "range_index::to_column: 18446744073709551615 labels of 8 bytes exceed");
+  expect_logic_error([&] { (void)range_index(low, big, 4).to_column(); },
+                     "4611686018427387904 labels");
 }
 
 TEST(index, range_and_column_kinds) {

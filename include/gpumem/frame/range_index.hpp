@@ -37,7 +37,8 @@ class range_index {
   std::int64_t value(std::size_t position) const;
   // Positions [begin, end) as a range_index (logic_error when outside).
   range_index slice(std::size_t begin, std::size_t end) const;
-  // The labels as a new int64 column.
+  // The labels as a new int64 column (logic_error naming the count when no allocation could hold
+  // them).
   column to_column() const;
 
   friend bool operator==(range_index const& a, range_index const& b) noexcept {
