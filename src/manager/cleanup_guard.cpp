@@ -1,3 +1,4 @@
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/manager/cleanup_guard.hpp>
 
@@ -29,6 +30,8 @@ cleanup_guard::~cleanup_guard() {
 }
 
 cleanup_guard& cleanup_guard::chain(cleanup_guard&& inner) {
+  // A guard chained into itself would move each action onto the vector it is read from.
+  GPUMEM_EXPECTS(&inner != this, "cleanup_guard::chain: a guard cannot be chained into itself");
   // Actions run from the back: the inner guard's go last in the vector so they run first.
   for (auto& release : inner.releases_)
     releases_.push_back(std::move(release));

@@ -9,10 +9,12 @@
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
 #include "builtin_resource_managers.hpp"
+#include "usage_counters.hpp"
 
 #include <dlfcn.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace gpumem {
@@ -23,6 +25,7 @@ namespace {
 // The "host_only" built-in: device memory straight from the backend (through the debug adaptor with
 // GPUMEM_DEBUG_MEMORY), freed as soon as its last owner goes (no deferral); host and managed memory
 // through host_only_memory_manager's queue.
+// Counts its device memory as default_memory_manager does (the same usage counters).
 class immediate_memory_manager final : public ipc_mixin<host_only_memory_manager> {
  public:
   using ipc_mixin<host_only_memory_manager>::ipc_mixin;
@@ -31,8 +34,21 @@ class immediate_memory_manager final : public ipc_mixin<host_only_memory_manager
     if (bytes == 0) return memory_pointer(ctx, nullptr, 0);
     int const device = ctx.device();
     scoped_device on_device(device);
-    void* const ptr = allocate_with_retry(ctx, bytes, [&] { return allocate_device(bytes); });
-    return memory_pointer(ctx, ptr, bytes, device_release(ptr, bytes));
+    retry_outcome outcome;
+    void* const ptr = allocate_with_retry(
+        ctx, bytes, [&] { return allocate_device(bytes); }, {}, &outcome);
+    counters_->on_allocate(bytes, outcome.retried);
+    auto release = [counters = counters_, free_device = device_release(ptr, bytes), bytes] {
+      free_device();
+      counters->on_free(bytes);
+    };
+    return memory_pointer(ctx, ptr, bytes, release);
+  }
+  memory_statistics get_memory_statistics() const override {
+    memory_statistics s = memory_manager::get_memory_statistics();  // the queue's fields
+    counters_->fill(s);
+    s.held_bytes = s.bytes_in_use;  // no cache
+    return s;
   }
   memory_info get_memory_info() override {
     scoped_device on_device(owning_context().device());
@@ -40,6 +56,10 @@ class immediate_memory_manager final : public ipc_mixin<host_only_memory_manager
   }
   int interface_version() const override { return memory_manager_interface_version; }
   std::string name() const override { return "host_only"; }
+
+ private:
+  // Shared with the pointers' releases, which may outlive the manager.
+  std::shared_ptr<usage_counters> counters_ = std::make_shared<usage_counters>();
 };
 
 struct registry {

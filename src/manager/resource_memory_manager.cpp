@@ -31,19 +31,24 @@ class block_state final : public unowned_blocks {
         selects_device(resource->selects_own_device()) {}
 
   // Frees on the block's device and stream and uncounts it; after a device reset only uncounts.
+  // A free the resource refused (a double free it caught: report_refused_deallocation) is not
+  // uncounted: nothing was freed.
   void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept override {
+    bool refused = false;
     if (!device_reset->load(std::memory_order_relaxed)) {
       try {
         std::optional<scoped_device> on_device;
         if (!selects_device) on_device.emplace(device);
+        deallocation_watch const watch;
         resource->deallocate(ptr, bytes, stream);
+        refused = watch.refused();
       } catch (std::exception const& e) {
         log(log_level::error, std::string("memory pointer finalizer failed: ") + e.what());
       } catch (...) {
         log(log_level::error, "memory pointer finalizer failed with a non-standard exception");
       }
     }
-    counters->on_free(bytes);
+    if (!refused) counters->on_free(bytes);
   }
   // memalloc's free (see memalloc): queued on the context's queue, which releases it after a
   // device synchronisation; where the queue has no room, freed now after one. The caller holds a

@@ -5,6 +5,7 @@
 
 #include <gpumem/manager/memory_statistics.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 
@@ -25,9 +26,14 @@ struct usage_counters {
     while (now > peak && !peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
     }
   }
+  // Never below 0: a free the layers below did not report as refused but that freed nothing (a
+  // double free through a resource that cannot tell) must not wrap the count.
   void on_free(std::size_t bytes) noexcept {
     frees.fetch_add(1, std::memory_order_relaxed);
-    bytes_in_use.fetch_sub(bytes, std::memory_order_relaxed);
+    std::size_t in_use = bytes_in_use.load(std::memory_order_relaxed);
+    while (!bytes_in_use.compare_exchange_weak(in_use, in_use - std::min(in_use, bytes),
+                                               std::memory_order_relaxed)) {
+    }
   }
   // Sets every field but held_bytes and the queue's, which the caller knows.
   void fill(memory_statistics& s) const noexcept {

@@ -48,8 +48,14 @@ void* limit_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
 
 void limit_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept {
   if (ptr == nullptr) return;
+  deallocation_watch const watch;
   upstream_->deallocate(ptr, bytes, stream);
-  used_.fetch_sub(bytes, std::memory_order_relaxed);
+  // A refused free (a double free caught below) frees nothing: the bytes stay counted.
+  if (watch.refused()) return;
+  std::size_t used = used_.load(std::memory_order_relaxed);  // never below 0 (as usage_counters)
+  while (
+      !used_.compare_exchange_weak(used, used - std::min(used, bytes), std::memory_order_relaxed)) {
+  }
 }
 
 }  // namespace gpumem

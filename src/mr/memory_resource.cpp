@@ -1,5 +1,6 @@
 #include "resource_support.hpp"
 
+#include <gpumem/core/config.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/mr/memory_resource.hpp>
@@ -27,6 +28,22 @@ void memory_resource::deallocate_sync(void* ptr, std::size_t bytes) noexcept {
     log(log_level::error, std::string("deallocate_sync: synchronize failed: ") + e.what());
   }
   do_deallocate(ptr, bytes, nullptr);
+}
+
+namespace {
+GPUMEM_TLS_INITIAL_EXEC thread_local bool refused_deallocation = false;
+}  // namespace
+
+void report_refused_deallocation() noexcept {
+  refused_deallocation = true;
+}
+
+deallocation_watch::deallocation_watch() noexcept {
+  refused_deallocation = false;
+}
+
+bool deallocation_watch::refused() const noexcept {
+  return refused_deallocation;
 }
 
 memory_info memory_resource::get_memory_info() const {

@@ -43,7 +43,9 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
 
 bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
                                   pool_chunk*& chunk) noexcept {
-  switch (large_blocks_.remove(addr, size, chunk)) {
+  pool_large_blocks::outcome const found = large_blocks_.remove(addr, size, chunk);
+  if (found != pool_large_blocks::outcome::removed) report_refused_deallocation();
+  switch (found) {
     case pool_large_blocks::outcome::removed:
       return true;
     case pool_large_blocks::outcome::not_live:

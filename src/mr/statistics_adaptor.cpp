@@ -62,7 +62,9 @@ void* statistics_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
 void statistics_adaptor::do_deallocate(void* ptr, std::size_t bytes,
                                        stream_handle stream) noexcept {
   if (ptr == nullptr) return;
+  deallocation_watch const watch;
   upstream_->deallocate(ptr, bytes, stream);
+  if (watch.refused()) return;  // nothing was freed (a double free caught below)
   bytes_.subtract(amount_of(bytes));
   allocations_.subtract(1);
 }

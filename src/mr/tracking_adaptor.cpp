@@ -125,6 +125,7 @@ void tracking_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle
     return;  // the table may be inconsistent for this pointer: keep the memory rather than risk it
   }
   if (!problem.empty()) {
+    report_refused_deallocation();
     log(log_level::error, name() + ": " + problem + "; the free is not passed upstream");
     return;
   }

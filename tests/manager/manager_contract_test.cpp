@@ -59,6 +59,7 @@ struct default_manager_fixture {
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
   static constexpr bool keeps_freed_memory = false;
+  static constexpr bool counts_memory = true;
 };
 
 struct plugin_manager_fixture {
@@ -68,6 +69,8 @@ struct plugin_manager_fixture {
   static constexpr bool has_memory_info = false;
   static constexpr bool supports_ipc = true;
   static constexpr bool keeps_freed_memory = false;
+  // get_memory_statistics() counts the device memory it hands out (the test plugin does not).
+  static constexpr bool counts_memory = false;
 };
 
 struct resource_manager_fixture {
@@ -79,6 +82,7 @@ struct resource_manager_fixture {
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
   static constexpr bool keeps_freed_memory = false;
+  static constexpr bool counts_memory = true;
 };
 
 struct builtin_host_only_fixture {
@@ -86,6 +90,7 @@ struct builtin_host_only_fixture {
   static constexpr bool has_memory_info = true;
   static constexpr bool supports_ipc = true;
   static constexpr bool keeps_freed_memory = false;
+  static constexpr bool counts_memory = true;
 };
 
 template <class Fixture>
@@ -117,6 +122,7 @@ struct builtin_pool_fixture {
   // Freed blocks stay in the pool (until reset() trims it), so they can be read back on either
   // backend.
   static constexpr bool keeps_freed_memory = true;
+  static constexpr bool counts_memory = true;
 };
 
 struct builtin_async_fixture {
@@ -125,6 +131,7 @@ struct builtin_async_fixture {
   // CUDA's legacy IPC cannot export memory of a stream-ordered pool.
   static constexpr bool supports_ipc = false;
   static constexpr bool keeps_freed_memory = false;
+  static constexpr bool counts_memory = true;
 };
 
 using manager_types =
@@ -153,6 +160,25 @@ TYPED_TEST(manager_contract, memalloc_gives_distinct_aligned_non_overlapping_mem
     }
   }
   this->expect_round_trip(held.back().device_pointer(), held.back().size(), 3);
+}
+
+TYPED_TEST(manager_contract, memory_statistics_count_the_device_memory_live) {
+  if (!TypeParam::counts_memory) GTEST_SKIP() << "this manager does not count its memory";
+  memory_statistics const before = this->manager().get_memory_statistics();
+  {
+    memory_pointer const a = this->manager().memalloc(1 * MiB);
+    memory_pointer const b = this->manager().memalloc(3000);
+    memory_statistics const live = this->manager().get_memory_statistics();
+    EXPECT_EQ(live.bytes_in_use, before.bytes_in_use + 1 * MiB + 3000);
+    EXPECT_EQ(live.allocations, before.allocations + 2);
+    EXPECT_EQ(live.total_allocations, before.total_allocations + 2);
+    EXPECT_GE(live.peak_bytes, live.bytes_in_use);
+    EXPECT_GE(live.held_bytes, live.bytes_in_use);
+  }
+  this->queue().flush();
+  memory_statistics const after = this->manager().get_memory_statistics();
+  EXPECT_EQ(after.bytes_in_use, before.bytes_in_use);
+  EXPECT_EQ(after.allocations, before.allocations);
 }
 
 TYPED_TEST(manager_contract, memalloc_of_zero_bytes_is_a_null_pointer) {

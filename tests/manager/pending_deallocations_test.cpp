@@ -341,5 +341,18 @@ TEST(pending_deallocations, model_based_stress) {
   guards.clear();
 }
 
+TEST(pending_deallocations, a_guard_chained_into_itself_is_refused_and_still_ends_the_deferral) {
+  pending_deallocations queue(10, 1u << 30);
+  cleanup_guard a = queue.defer_cleanup();
+  cleanup_guard b = queue.defer_cleanup();
+  a.chain(std::move(b));
+  EXPECT_THROW(a.chain(std::move(a)), logic_error);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(a.active());
+  EXPECT_TRUE(queue.is_deferred());
+  a.reset();
+  EXPECT_FALSE(queue.is_deferred()) << "the deferral never ends";
+  queue.check_invariants();
+}
+
 }  // namespace
 }  // namespace gpumem

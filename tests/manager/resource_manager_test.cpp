@@ -416,5 +416,30 @@ TEST(resource_manager_pool_options, the_pool_managers_cached_limit_comes_from_th
   EXPECT_EQ(cached, MiB + MiB / 8);
 }
 
+// A double free through unowned() (a C caller's mistake) is caught by the pool, or by the debug
+// tracker with GPUMEM_DEBUG_MEMORY, and ignored; the manager's counts must not take it as a free
+// (report_refused_deallocation): they would go below the live bytes and later wrap.
+TEST(resource_manager, a_double_free_through_unowned_is_not_counted) {
+  for (bool debug : {false, true}) {
+    ::setenv("GPUMEM_DEBUG_MEMORY", debug ? "1" : "0", 1);
+    reload_environment();
+    context ctx(0, load_memory_manager("pool"));
+    ::unsetenv("GPUMEM_DEBUG_MEMORY");
+    reload_environment();
+    memory_manager& m = ctx.memory_manager();
+    void* const keep = m.allocate_unowned(4096, nullptr);
+    for (std::size_t bytes : {std::size_t{1000}, std::size_t{8 * MiB}}) {
+      void* const p = m.allocate_unowned(bytes, nullptr);
+      m.unowned()->deallocate(p, bytes, nullptr);
+      m.unowned()->deallocate(p, bytes, nullptr);  // ignored below
+      memory_statistics const s = m.get_memory_statistics();
+      EXPECT_EQ(s.bytes_in_use, 4096u) << bytes << " B, debug " << debug;
+      EXPECT_EQ(s.allocations, 1u) << bytes << " B, debug " << debug;
+    }
+    m.unowned()->deallocate(keep, 4096, nullptr);
+    EXPECT_EQ(m.get_memory_statistics().bytes_in_use, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace gpumem

@@ -2,6 +2,7 @@
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/limit_adaptor.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 
 #include <gtest/gtest.h>
 
@@ -78,6 +79,25 @@ TEST(limit_adaptor, a_request_the_upstream_refuses_does_not_count_in_the_peak) {
   EXPECT_EQ(limited.peak_bytes(), 1 * KiB);
   limited.deallocate(p, 1 * KiB, nullptr);
   EXPECT_EQ(limited.peak_bytes(), 1 * KiB);
+}
+
+// A free that the resource below refuses (the pool catches a double free and ignores it) frees
+// nothing: the limit keeps counting the block, so no more than the limit is ever live, and the
+// count never wraps (report_refused_deallocation, memory_resource.hpp).
+TEST(limit_adaptor, a_free_refused_below_frees_nothing) {
+  cuda_resource device;
+  pool_resource pool(device);
+  limit_adaptor limited(pool, 64 * MiB);
+  void* const a = limited.allocate(32 * MiB, nullptr);
+  void* const b = limited.allocate(16 * MiB, nullptr);
+  limited.deallocate(b, 16 * MiB, nullptr);
+  limited.deallocate(b, 16 * MiB, nullptr);  // a double free: the pool logs it and ignores it
+  EXPECT_EQ(limited.used_bytes(), 32 * MiB);
+  EXPECT_THROW((void)limited.allocate(48 * MiB, nullptr), out_of_memory) << "past the limit";
+  limited.deallocate(a, 32 * MiB, nullptr);
+  EXPECT_EQ(limited.used_bytes(), 0u);
+  void* const c = limited.allocate(1, nullptr);
+  limited.deallocate(c, 1, nullptr);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/limit_adaptor.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 #include <gpumem/mr/statistics_adaptor.hpp>
 
 #include <gtest/gtest.h>
@@ -123,6 +125,24 @@ TEST(statistics_adaptor, forwards_properties_and_name) {
   EXPECT_EQ(stats.properties(), upstream.properties());
   EXPECT_EQ(stats.name(), "statistics_adaptor over cuda_resource");
   EXPECT_FALSE(stats == upstream);
+}
+
+// A free refused below (a double free the pool ignores) is not counted: current bytes and
+// allocations stay those of the live blocks.
+TEST(statistics_adaptor, a_free_refused_below_is_not_counted) {
+  cuda_resource device;
+  pool_resource pool(device);
+  statistics_adaptor counted(pool);
+  void* const a = counted.allocate(4 * MiB, nullptr);
+  void* const b = counted.allocate(1000, nullptr);
+  counted.deallocate(b, 1000, nullptr);
+  counted.deallocate(b, 1000, nullptr);  // a double free of a cached size: the pool ignores it
+  EXPECT_EQ(counted.bytes().current, static_cast<std::int64_t>(4 * MiB));
+  EXPECT_EQ(counted.allocations().current, 1);
+  counted.deallocate(a, 4 * MiB, nullptr);
+  counted.deallocate(a, 4 * MiB, nullptr);  // and of a large block
+  EXPECT_EQ(counted.bytes().current, 0);
+  EXPECT_EQ(counted.allocations().current, 0);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ class cleanup_guard {
   ~cleanup_guard();
 
   // Takes over `inner`'s actions; they run before this guard's own (inner scope ends first).
+  // Throws gpumem::logic_error when `inner` is this guard.
   cleanup_guard& chain(cleanup_guard&& inner);
   // Ends the deferral now (idempotent).
   void reset() noexcept;

@@ -14,6 +14,9 @@
 //     (backend_in_use()) synchronised around the call, for callers with no stream (the EMM's
 //     memalloc).
 //   * Out of memory is reported as gpumem::out_of_memory; nothing else is thrown for it.
+//   * A deallocate that the resource refuses (it logs and ignores a double free, a pointer it did
+//     not hand out, a wrong size) is reported with report_refused_deallocation() on the calling
+//     thread, before deallocate returns (below).
 //   * Each implementation's class comment states its thread safety.
 #pragma once
 
@@ -93,6 +96,25 @@ class memory_resource {
   virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept = 0;
   virtual bool do_is_equal(memory_resource const& other) const noexcept { return this == &other; }
+};
+
+// Refused frees. deallocate is noexcept and returns nothing, so an adaptor that counts bytes
+// (statistics_adaptor, limit_adaptor, the memory managers' counters) cannot see that a resource
+// below it ignored a free, and would count memory that is still live as freed: after a double
+// free, a limit would let through more than it allows, and its count would later wrap. A resource
+// that refuses a free calls report_refused_deallocation() on the calling thread; an adaptor opens
+// a deallocation_watch before it passes the free down and, if refused() then says so, leaves its
+// counts as they were. Watches nest (every adaptor of a stack sees the refusal of the resource at
+// its bottom). Thread safe: the report is the calling thread's.
+void report_refused_deallocation() noexcept;
+
+class deallocation_watch {
+ public:
+  deallocation_watch() noexcept;  // clears the calling thread's report
+  deallocation_watch(deallocation_watch const&) = delete;
+  deallocation_watch& operator=(deallocation_watch const&) = delete;
+  // True if a free was refused on this thread since construction (or since a nested watch began).
+  bool refused() const noexcept;
 };
 
 }  // namespace gpumem
