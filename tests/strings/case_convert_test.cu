@@ -455,6 +455,14 @@ TEST(strings_case_convert, known_cases) {
   to_float("1e", "value_error");
   to_float("1._5", "value_error");
   to_float("0x10", "value_error");
+  // A point without digits is no number, and inf or nan may not follow it (CPython 3.11's float()).
+  for (char const* in : {".inf", "-.inf", ".nan", "+.infinity", " .NaN ", ".", "-.", "+.", "..5",
+                         "inf.", "nan.", ".e3", ". 5"})
+    to_float(in, "value_error");
+  to_float(".5", "ok:3fe0000000000000");
+  to_float("5.", "ok:4014000000000000");
+  to_float("-.5e1", "ok:c014000000000000");
+  to_float("5.e3", "ok:40b3880000000000");
   auto from_int = [&](std::int64_t v, std::string out) {
     set.add(op_from_int, 0, std::to_string(v), static_cast<std::uint64_t>(v), out);
   };

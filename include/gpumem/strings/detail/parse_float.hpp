@@ -4,9 +4,10 @@
 // over the whole text (each one between two ASCII digits, after the decimal rewrite) and then
 // ignored; whitespace; then what _Py_dg_strtod reads — a sign, digits with an optional point
 // (at least one digit), an optional exponent (e, a sign, at least one digit) — or, when there are
-// no digits, "inf", "infinity" or "nan" in any case after the sign; whitespace; the end. The
-// digits go to decimal_to_double, which rounds correctly. Exponents are clamped far outside the
-// range of doubles (as dtoa does), so any number of exponent digits is fine.
+// no digits, "inf", "infinity" or "nan" in any case right after the sign (".inf" is no number);
+// whitespace; the end. The digits go to decimal_to_double, which rounds correctly. Exponents are
+// clamped far outside the range of doubles (as dtoa does), so any number of exponent digits is
+// fine.
 #pragma once
 
 #include <gpumem/core/config.hpp>
@@ -93,7 +94,8 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline result<double> parse_float(string_view 
       sticky = sticky || d != 0;
     }
   }
-  if (t.peek() == '.') {
+  bool const point = t.peek() == '.';
+  if (point) {
     t.advance();
     for (; is_ascii_digit(t.peek()); t.advance()) {
       any_digit = true;
@@ -131,6 +133,10 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline result<double> parse_float(string_view 
     }
     value = decimal_to_double(digits, n, e10, negative);
   } else {
+    // No digits: only "inf", "infinity" or "nan" may follow the sign, so a point consumed above
+    // (".", ".inf", "-.nan") makes the text no number (dtoa reads nothing; neither does
+    // _Py_parse_inf_or_nan, which starts again after the sign).
+    if (point) return r;
     char const first = t.peek();
     if (first == 'i' || first == 'I') {
       if (!t.match("inf")) return r;
