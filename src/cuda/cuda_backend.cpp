@@ -467,6 +467,19 @@ namespace detail {
 bool probe_cuda_device() noexcept {
   return false;
 }
+
+// launch() calls these in every translation unit nvcc compiles, also against this build, so they
+// must exist here too (its own backend is the host's: launch() reaches them only under a backend
+// installed in its place). The library holds no CUDA runtime: no launch of its own can fail.
+void check_last_launch(char const*) {}
+
+// `status` comes from the launching translation unit's runtime; without one here it stays
+// unnamed (0 is cudaSuccess).
+void check_launch_status(int status, char const* what) {
+  if (status != 0)
+    throw cuda_error(status, "cudaError_t", what, __FILE__, __LINE__,
+                     "gpumem is built without CUDA and cannot name the code");
+}
 }  // namespace detail
 
 std::unique_ptr<device_backend> make_cuda_backend() {

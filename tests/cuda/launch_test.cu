@@ -159,6 +159,23 @@ TEST(cuda_launch, an_impossible_launch_is_a_cuda_error) {
   backend().synchronize();
 }
 
+// launch() checks its kernel's status through these in every translation unit nvcc compiles,
+// against a host-only build too: there they must exist (a .cu consumer failed to link) and still
+// report a failed status.
+TEST(cuda_launch, the_launch_checks_exist_in_every_build_and_report_a_failed_status) {
+  EXPECT_NO_THROW(gpumem::detail::check_launch_status(0, "launch"));
+  try {
+    gpumem::detail::check_launch_status(9, "launch");
+    ADD_FAILURE() << "check_launch_status(9) did not throw";
+  } catch (gpumem::cuda_error const& e) {
+    EXPECT_EQ(e.code(), 9);
+    EXPECT_EQ(e.call(), "launch");
+  }
+#if !GPUMEM_HAS_CUDA
+  EXPECT_NO_THROW(gpumem::detail::check_last_launch("launch"));  // no runtime, no failed launch
+#endif
+}
+
 TEST(cuda_launch, a_kernel_writes_mapped_host_memory) {
   GPUMEM_SKIP_UNLESS_CUDA();
   auto& b = backend();
