@@ -21,9 +21,18 @@ endif()
 if(CXX_COMPILER_LAUNCHER)
   list(APPEND configure_args -DCMAKE_CXX_COMPILER_LAUNCHER=${CXX_COMPILER_LAUNCHER})
 endif()
-if(GPUMEM_CUDA)
+# The consumer's .cu file (consumer_device) is built against a CUDA build of gpumem, and with
+# HOST_ONLY_CUDA_CONSUMER (install mode) against a host-only one, where it runs on the host backend.
+set(cuda_consumer ${GPUMEM_CUDA})
+if(HOST_ONLY_CUDA_CONSUMER AND MODE STREQUAL "install")
+  set(cuda_consumer ON)
+  list(APPEND configure_args -DCONSUMER_CUDA=ON)
+endif()
+if(cuda_consumer)
   list(APPEND configure_args -DCMAKE_CUDA_COMPILER=${CUDA_COMPILER})
-  set(ENV{CUDAARCHS} "${CUDA_ARCHITECTURES}")  # CMake's default for CMAKE_CUDA_ARCHITECTURES
+  if(CUDA_ARCHITECTURES)  # none in a host-only build: the compiler's default, one architecture
+    set(ENV{CUDAARCHS} "${CUDA_ARCHITECTURES}")  # CMake's default for CMAKE_CUDA_ARCHITECTURES
+  endif()
   if(CUDA_COMPILER_LAUNCHER)
     list(APPEND configure_args -DCMAKE_CUDA_COMPILER_LAUNCHER=${CUDA_COMPILER_LAUNCHER})
   endif()
@@ -53,7 +62,7 @@ run_step("configure the consumer"
 run_step("build the consumer" ${CMAKE_COMMAND} --build ${consumer_build})
 
 set(programs consumer_host)
-if(GPUMEM_CUDA)
+if(cuda_consumer)
   list(APPEND programs consumer_device)
 endif()
 foreach(program ${programs})

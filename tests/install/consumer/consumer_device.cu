@@ -1,6 +1,6 @@
 // A CUDA program against gpumem: a kernel (a GPUMEM_HD lambda, so --extended-lambda must come with
 // gpumem::gpumem) allocates from a device heap through the public device API. On a GPU it runs as
-// a kernel; without one, on the host backend.
+// a kernel; without one, or against a gpumem built without CUDA, on the host backend.
 #include <gpumem/array/transfer.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
