@@ -8,6 +8,7 @@
 #include <gpumem/core/atomic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/nrt/launch.hpp>
 #include <gpumem/nrt/meminfo.hpp>
 #include <gpumem/nrt/ref.hpp>
@@ -327,6 +328,57 @@ TEST_F(nrt_test, statistics_count_every_call_and_can_be_switched) {
   ms().reset_statistics();
   s = ms().statistics();
   EXPECT_EQ(s.alloc + s.free + s.mi_alloc + s.mi_free, 0u);
+}
+
+// Frees the heap refuses next to ones it takes: a pointer outside the heap, pointers inside a small
+// and a large block, a large block's second free; with `twice`, also a small block's second free
+// (refused on a checked heap only).
+struct refused_frees_kernel {
+  unsigned char* outside;
+  bool twice;
+  GPUMEM_HD void operator()(gpumem::thread_index const&) const {
+    auto* const small = static_cast<unsigned char*>(NRT_Allocate(100));
+    auto* const large = static_cast<unsigned char*>(NRT_Allocate(200 * 1024));
+    if (small == nullptr || large == nullptr) return;
+    NRT_Free(outside);
+    NRT_Free(small + 16);
+    NRT_Free(large + 16);
+    NRT_Free(large);
+    NRT_Free(large);
+    NRT_Free(small);
+    if (twice) NRT_Free(small);
+  }
+};
+
+void expect_refused_frees(gpumem::nrt::memsys& ms, unsigned count) {
+  try {
+    ms.check();
+    FAIL() << "check() should report the refused frees";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(count) + " free(s) of pointers"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// statistics().free counts the frees the heap took (docs/nrt.md): a refused free is reported by
+// check() and not counted, so it cannot hide a leak by balancing it.
+TEST_F(nrt_test, statistics_do_not_count_frees_the_heap_refused) {
+  device_array<unsigned char> outside(64);  // device memory, not the heap's
+  gpumem::nrt::launch(ms(), {1, 1}, refused_frees_kernel{outside.data(), false});
+  gpumem::nrt::memsys_statistics const s = ms().statistics();
+  EXPECT_EQ(s.alloc, 2u);
+  EXPECT_EQ(s.free, 2u) << "refused frees were counted";
+  expect_refused_frees(ms(), 4);
+
+  gpumem::nrt::heap_options checked{4 * gpumem::MiB};
+  checked.check_frees = true;
+  gpumem::nrt::memsys checked_ms(checked, gpumem::nrt::memsys_options{true});
+  gpumem::nrt::launch(checked_ms, {1, 1}, refused_frees_kernel{outside.data(), true});
+  gpumem::nrt::memsys_statistics const c = checked_ms.statistics();
+  EXPECT_EQ(c.alloc, 2u);
+  EXPECT_EQ(c.free, 2u) << "a small block's second free on a checked heap was counted";
+  expect_refused_frees(checked_ms, 5);
 }
 
 struct big_payload {

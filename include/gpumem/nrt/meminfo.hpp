@@ -72,12 +72,14 @@ GPUMEM_HD inline void* NRT_Allocate(size_t size) {
   return p;
 }
 
+// Counted (statistics' `free`) only when the heap takes the free: one it refuses (not a block, a
+// large block's second free, a small block's on a checked heap) is reported by check() instead.
 GPUMEM_HD inline void NRT_Free(void* ptr) {
   if (ptr == nullptr) return;
   gpumem::nrt::detail::memsys_state* const ms = gpumem::nrt::detail::current_memsys();
   if (ms == nullptr) return;
-  gpumem::nrt::detail::count_stat(ms, gpumem::nrt::detail::stat_free);
-  gpumem::nrt::detail::heap_deallocate(ms->heap, ptr);
+  if (gpumem::nrt::detail::heap_deallocate(ms->heap, ptr))
+    gpumem::nrt::detail::count_stat(ms, gpumem::nrt::detail::stat_free);
 }
 
 GPUMEM_HD inline void NRT_MemInfo_init(NRT_MemInfo* mi, void* data, size_t size,

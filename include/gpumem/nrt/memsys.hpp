@@ -33,8 +33,10 @@ struct memsys_options {
 };
 
 struct memsys_statistics {
-  std::uint64_t alloc = 0;     // NRT_Allocate (and the blocks under meminfos) that succeeded
-  std::uint64_t free = 0;      // NRT_Free of a non-null pointer
+  std::uint64_t alloc = 0;  // NRT_Allocate (and the blocks under meminfos) that succeeded
+  // NRT_Free that the heap took: not a refused one (reported by check()); an unchecked heap takes
+  // a small block's second free (heap_options::check_frees), a cuda_malloc heap every pointer.
+  std::uint64_t free = 0;
   std::uint64_t mi_alloc = 0;  // NRT_MemInfo_init
   std::uint64_t mi_free = 0;   // meminfos destroyed (NRT_MemInfo_call_dtor)
   bool balanced() const noexcept { return alloc == free && mi_alloc == mi_free; }

@@ -38,8 +38,9 @@
 //
 // Bad frees. A pointer outside the heap, inside a block (not at a multiple of its class's size in a
 // small slab, or past a large block's start), or to a large block already freed is counted and
-// ignored. A small block's second free is seen only on a checked heap (heap_options::check_frees,
-// or GPUMEM_DEBUG_MEMORY=1): one more bit per 16 bytes of slab (heap_ref::freed), turned to the
+// ignored (heap_deallocate returns false, so the NRT does not count it as a free). A small
+// block's second free is seen only on a checked heap (heap_options::check_frees, or
+// GPUMEM_DEBUG_MEMORY=1): one more bit per 16 bytes of slab (heap_ref::freed), turned to the
 // slab's phase by each free (one atomic per lane), so that a second free finds it so while the
 // slab is in the same generation; the phase flips when the slab is taken for a class (slab_phase).
 // Unchecked, such a free counts twice against its slab, which is then released while another of its
@@ -277,15 +278,18 @@ GPUMEM_HD inline void* heap_allocate(heap_ref const& h, std::size_t bytes) {
   return bytes <= max_small_block ? allocate_small(h, bytes) : allocate_large(h, bytes);
 }
 
-GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
-  if (ptr == nullptr) return;
+// Frees `ptr`; true when the heap took it as a block's free, false for null and for a free it
+// refused (counted and recorded for device_heap::check()). Unchecked, a small block's second free
+// is taken (true); on a cuda_malloc heap, every non-null pointer is (free() cannot tell).
+GPUMEM_HD inline bool heap_deallocate(heap_ref const& h, void* ptr) {
+  if (ptr == nullptr) return false;
   if (h.kind == heap_kind::cuda_malloc) {
 #if GPUMEM_DEVICE_PASS
     free(ptr);
 #else
     std::free(ptr);
 #endif
-    return;
+    return true;
   }
   auto const offset = static_cast<char*>(ptr) - h.slabs;
   auto const invalid = [&] {
@@ -298,7 +302,7 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
   if (offset < 0 || static_cast<std::size_t>(offset) >=
                         (static_cast<std::size_t>(h.slab_count) << h.slab_shift)) {
     invalid();
-    return;
+    return false;
   }
   auto const slab = static_cast<std::uint32_t>(static_cast<std::size_t>(offset) >> h.slab_shift);
   std::uint32_t info = atomic_load(&h.slab_info[slab], mem_order::relaxed);
@@ -310,10 +314,10 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
     if (at_start && (info & 0xFFu) == large_run &&
         atomic_compare_exchange(&h.slab_info[slab], info, not_a_run, mem_order::relaxed)) {
       release_slabs(h, slab, info >> 8);
-      return;
+      return true;
     }
     invalid();
-    return;
+    return false;
   }
   // A small block starts at a multiple of its class's size inside its slab. On a checked heap, its
   // slab is in use and the block is not freed yet: each free turns the block's bits to the slab's
@@ -324,12 +328,12 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
   unsigned const cls = info & 0xFFu;
   if (cls >= slab_class_count || (in_slab & ((std::size_t{16} << cls) - 1)) != 0) {
     invalid();
-    return;
+    return false;
   }
   if (h.freed != nullptr) {
     if ((atomic_load(&h.bitmap[slab / 64u], mem_order::relaxed) & (1ull << (slab % 64u))) == 0) {
       invalid();  // the slab is free
-      return;
+      return false;
     }
     // The bits of the block's 16-byte granules become the phase (slab_phase): all of them, so
     // that the slab ends its generation with every bit at the phase whatever its class, and a
@@ -345,7 +349,7 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
                                          : atomic_fetch_and(word, ~mask, mem_order::relaxed);
     if (((old & lead) != 0) == phase) {
       invalid();  // freed twice
-      return;
+      return false;
     }
     for (std::size_t w = 1; w < granules / 64; ++w)  // words of this block alone (above 1 KiB)
       atomic_store(word + w, phase ? ~0ull : 0ull, mem_order::relaxed);
@@ -357,6 +361,7 @@ GPUMEM_HD inline void heap_deallocate(heap_ref const& h, void* ptr) {
   unsigned const peers = warp::match_any(active, slab);
   if (warp::lane_id() == warp::lowest_lane(peers))
     drop_slab_refs(h, slab, static_cast<std::uint32_t>(warp::popcount(peers)));
+  return true;
 }
 
 }  // namespace gpumem::nrt::detail
