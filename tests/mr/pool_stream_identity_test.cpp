@@ -211,7 +211,14 @@ TEST(pool_stream_identity, frees_after_release_stream_keep_nothing_of_the_stream
 // real programs: a library's stream, a thread's) must not break the pool: the next trim or
 // out-of-memory finds that its handle no longer names it, synchronises the device, and its memory
 // is free for every stream. With the host backend, any use of the destroyed handle would throw.
+// Not on the cuda backend: there any call on a destroyed stream's handle is undefined, and
+// cuStreamGetId crashes on one (an H100, driver 580), so the pool cannot ask; release_stream is
+// required there (docs/mr.md).
+constexpr char const* dead_handles_are_undefined_on_cuda =
+    "the CUDA driver may crash on a destroyed stream's handle: release_stream is required there";
+
 TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_is_buried) {
+  if (backend().kind() == backend_kind::cuda) GTEST_SKIP() << dead_handles_are_undefined_on_cuda;
   cuda_resource upstream;
   pool_options options;
   options.maximum_size = 64 * MiB;
@@ -237,6 +244,7 @@ TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_is_buried) 
 // The same when a new stream took the dead one's address: its id tells them apart, and the new
 // stream gets none of the old one's memory before the device has been synchronised.
 TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_at_a_reused_handle) {
+  if (backend().kind() == backend_kind::cuda) GTEST_SKIP() << dead_handles_are_undefined_on_cuda;
   recycled_device device;
   stream_handle const s = backend().create_stream(true);
   {

@@ -227,8 +227,10 @@ struct pool_statistics {
 // that device.
 //
 // Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
-// call release_stream(s) before destroying s (one destroyed without it is found at the next trim,
-// reclaim or out-of-memory, and its memory comes back after a device synchronisation). The pool
+// call release_stream(s) before destroying s (any use of a destroyed stream's handle is undefined
+// on CUDA; where the backend reports it, as the host backend does, a stream destroyed without it is
+// found at the next trim, reclaim or out-of-memory and its memory comes back after a device
+// synchronisation). The pool
 // keys its per-stream state (arenas, fences, the threads' stacks) by device_backend::stream_id
 // (cuStreamGetId), which is never reused, not by handle: a stream created later at a destroyed
 // stream's address starts with nothing of the old one's, and the old one's entry goes once released
@@ -300,8 +302,8 @@ class pool_resource final : public memory_resource {
   // Throws gpumem::logic_error naming the first violation. Needs a quiescent pool.
   void check_invariants() const;
   // Applies completed fences and gives every completely free chunk back to the upstream; returns
-  // the bytes given back. Never waits for a stream, except once for a stream destroyed without
-  // release_stream: the device is synchronised and that stream's memory is free again.
+  // the bytes given back. Never waits for a stream, except once for a stream found destroyed
+  // without release_stream: the device is synchronised and that stream's memory is free again.
   std::size_t trim();
   // Waits for `stream` and makes everything freed on it free for all streams; call before
   // destroying a stream the pool has seen, after the last free on it. Other threads' stacks for it
