@@ -30,9 +30,9 @@ std::vector<environment_variable> const& table() {
        "The deferred-deallocation queue is flushed when it holds more than this many items."},
       {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.2", "ratio", "a number in [0, 1]",
        "... or when its bytes exceed this fraction of the device's memory."},
-      {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count, e.g. 512MiB",
-       "Memory of the simulated device of the host backend."},
-      {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on",
+      {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count above 0, e.g. 512MiB",
+       "Memory of the simulated device of the host backend (rounded up to 4 KiB)."},
+      {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on, no, yes",
        "Put the debug adaptor (double/wrong-size free detection, poisoning) around the device "
        "memory of every memory manager made afterwards, and check small frees on every device "
        "heap made afterwards."},
@@ -75,20 +75,29 @@ std::optional<std::string> read(char const* name) {
   return std::string(value);
 }
 
+// Numba reads its variables with Python's int() and float(), which take blanks on either side.
+std::string without_blanks(std::string const& text) {
+  auto const first = text.find_first_not_of(" \t\n\r\f\v");
+  if (first == std::string::npos) return {};
+  return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
+}
+
 std::size_t parse_count(char const* name, std::string const& text) {
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+  std::string const digits = without_blanks(text);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
     invalid(name, text);
   errno = 0;
-  unsigned long long const value = std::strtoull(text.c_str(), nullptr, 10);
+  unsigned long long const value = std::strtoull(digits.c_str(), nullptr, 10);
   if (errno == ERANGE) invalid(name, text);
   return static_cast<std::size_t>(value);
 }
 
 double parse_ratio(char const* name, std::string const& text) {
+  std::string const number = without_blanks(text);
   char* end = nullptr;
-  double const value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0 ||
-      value > 1)
+  double const value = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value) ||
+      value < 0 || value > 1)
     invalid(name, text);
   return value;
 }
@@ -130,8 +139,10 @@ environment parse() {
     env.max_pending_deallocs_count = parse_count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", *v);
   if (auto v = read("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO"))
     env.max_pending_deallocs_ratio = parse_ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", *v);
-  if (auto v = read("GPUMEM_HOST_DEVICE_CAPACITY"))
+  if (auto v = read("GPUMEM_HOST_DEVICE_CAPACITY")) {
     env.host_device_capacity = parse_bytes("GPUMEM_HOST_DEVICE_CAPACITY", *v);
+    if (env.host_device_capacity == 0) invalid("GPUMEM_HOST_DEVICE_CAPACITY", *v);
+  }
   if (auto v = read("GPUMEM_DEBUG_MEMORY"))
     env.debug_memory = parse_flag("GPUMEM_DEBUG_MEMORY", *v);
   if (auto v = read("GPUMEM_DEVICE_HEAP_SIZE"))

@@ -29,11 +29,21 @@ std::unique_ptr<device_backend>& owned() {
 }
 std::atomic<device_backend*> current{nullptr};
 
+// The host backend of GPUMEM_HOST_DEVICE_CAPACITY; a capacity this machine cannot map is an error
+// that names the variable and its value.
+std::unique_ptr<device_backend> make_host_backend_from(environment const& env) {
+  try {
+    return make_host_backend(host_backend_options{env.host_device_capacity});
+  } catch (std::exception const& e) {
+    throw logic_error("GPUMEM_HOST_DEVICE_CAPACITY=" + std::to_string(env.host_device_capacity) +
+                      " bytes: the host backend cannot make a simulated device that large here (" +
+                      e.what() + ")");
+  }
+}
+
 std::unique_ptr<device_backend> make_from_environment() {
   environment const env = environment_snapshot();
-  if (env.device == "host") {
-    return make_host_backend(host_backend_options{env.host_device_capacity});
-  }
+  if (env.device == "host") return make_host_backend_from(env);
   if (env.device == "cuda") {
     if (!cuda_device_available())
       throw not_supported("GPUMEM_DEVICE=cuda, but no CUDA device can be used here (gpumem built " +
@@ -42,7 +52,7 @@ std::unique_ptr<device_backend> make_from_environment() {
     return make_cuda_backend();
   }
   if (cuda_device_available()) return make_cuda_backend();
-  return make_host_backend(host_backend_options{env.host_device_capacity});
+  return make_host_backend_from(env);
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 namespace {
 // Sets a variable for one test and restores the parsed snapshot afterwards.
@@ -56,13 +57,17 @@ TEST(environment, defaults_match_numba) {
   EXPECT_DOUBLE_EQ(env.max_pending_deallocs_ratio, 0.2);
 }
 
+// Numba reads these with Python's int() and float(): blanks on either side are fine.
 TEST(environment, reads_numba_variables) {
-  scoped_env count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "20");
-  scoped_env ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.5");
-  gpumem::reload_environment();
-  auto const env = gpumem::environment_snapshot();
-  EXPECT_EQ(env.max_pending_deallocs_count, 20u);
-  EXPECT_DOUBLE_EQ(env.max_pending_deallocs_ratio, 0.5);
+  for (auto const& [count_text, ratio_text] :
+       {std::pair<char const*, char const*>{"20", "0.5"}, {" 20 ", "0.5 \n"}}) {
+    scoped_env count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", count_text);
+    scoped_env ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", ratio_text);
+    gpumem::reload_environment();
+    auto const env = gpumem::environment_snapshot();
+    EXPECT_EQ(env.max_pending_deallocs_count, 20u) << "'" << count_text << "'";
+    EXPECT_DOUBLE_EQ(env.max_pending_deallocs_ratio, 0.5) << "'" << ratio_text << "'";
+  }
 }
 
 TEST(environment, bytes_accept_units) {
@@ -89,6 +94,8 @@ TEST(environment, invalid_value_names_variable_value_and_valid_values) {
     scoped_env bad("GPUMEM_HOST_DEVICE_CAPACITY", "lots");
     EXPECT_NE(reload_error().find("byte count"), std::string::npos);
   }
+  expect_refused("GPUMEM_HOST_DEVICE_CAPACITY", "0", "above 0");
+  expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", " ", "non-negative integer");
 }
 
 TEST(environment, pool_max_cached_size_is_a_byte_count_up_to_4_gib) {
