@@ -36,6 +36,20 @@ class backend_upstream final : public memory_resource {
   device_backend& backend_;
 };
 
+// No call noted by `devices` on device 1; then the caller back on device 0 and the streams
+// destroyed.
+void expect_nothing_on_the_wrong_device(two_device_backend& devices, stream_handle a,
+                                        stream_handle b) {
+  std::vector<std::string> const wrong = devices.on_wrong_device();
+  std::string calls;
+  for (auto const& call : wrong)
+    calls += call + " ";
+  EXPECT_TRUE(wrong.empty()) << "device calls made on device 1 for a device-0 pool: " << calls;
+  devices.set_current_device(0);
+  backend().destroy_stream(a);
+  backend().destroy_stream(b);
+}
+
 // Every device call the pool makes for itself (growth, the stream it grows on, events,
 // synchronisations, pages of an expandable pool, giving memory back, its destruction) happens on
 // its device while the caller has device 1 current; the caller stays there.
@@ -68,14 +82,7 @@ void use_from_another_device(pool_options options) {
     EXPECT_EQ(devices.current_device(), 1) << "the pool left the caller on another device";
   }  // destroyed while device 1 is current
   EXPECT_EQ(devices.current_device(), 1);
-  std::vector<std::string> const wrong = devices.on_wrong_device();
-  std::string calls;
-  for (auto const& call : wrong)
-    calls += call + " ";
-  EXPECT_TRUE(wrong.empty()) << "device calls made on device 1 for a device-0 pool: " << calls;
-  devices.set_current_device(0);
-  backend().destroy_stream(a);
-  backend().destroy_stream(b);
+  expect_nothing_on_the_wrong_device(devices, a, b);
 }
 
 TEST(pool_device, a_pool_works_on_its_own_device_whichever_is_current) {
@@ -86,6 +93,38 @@ TEST(pool_device, an_expandable_pool_maps_its_pages_on_its_own_device) {
   pool_options options;
   options.expandable = true;
   use_from_another_device(options);
+}
+
+// An idle take asks another stream of the pool whether it is idle, and takes its block, on the
+// pool's device whichever device the caller has current.
+TEST(pool_device, an_idle_take_asks_on_the_pools_own_device) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
+  two_device_backend devices(backend());
+  backend_upstream up(devices);
+  stream_handle const a = backend().create_stream(true);
+  stream_handle const b = backend().create_stream(true);
+  {
+    pool_options options;
+    options.backend = &devices;
+    options.initial_size = 64 * MiB;  // one chunk: the take, not a growth, must serve the miss
+    options.chunk_size = 64 * MiB;
+    options.max_cached_size = 256 * KiB;
+    pool_resource pool(up, options);
+    devices.set_current_device(1);
+    void* const on_b = pool.allocate(48 * MiB, b);
+    pool.deallocate(on_b, 48 * MiB, b);  // b's own extents
+    backend().synchronize_stream(b);     // b is idle
+    void* const from_b = pool.allocate(40 * MiB, a);
+    pool_statistics const st = pool.statistics();
+    EXPECT_EQ(st.idle_takes, 1u);
+    EXPECT_EQ(st.upstream_allocations, 1u);
+    EXPECT_EQ(devices.current_device(), 1) << "the pool left the caller on another device";
+    pool.check_invariants();
+    pool.deallocate(from_b, 40 * MiB, a);
+    pool.release_stream(a);
+    pool.release_stream(b);
+  }
+  expect_nothing_on_the_wrong_device(devices, a, b);
 }
 
 }  // namespace
