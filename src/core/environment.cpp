@@ -26,9 +26,11 @@ std::vector<environment_variable> const& table() {
        "default, pool, async, host_only, or a path to a shared library",
        "Memory manager bound to each new context; a path loads a plugin library exporting "
        "gpumem_memory_manager_factory."},
-      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "10", "count", "a non-negative integer",
+      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "10", "count",
+       "a non-negative integer (as Python's int(): 20, +20, 2_0)",
        "The deferred-deallocation queue is flushed when it holds more than this many items."},
-      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.2", "ratio", "a number in [0, 1]",
+      {"NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", "0.2", "ratio",
+       "a non-negative number (as Python's float(); above 1 leaves only the count limit)",
        "... or when its bytes exceed this fraction of the device's memory."},
       {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count above 0, e.g. 512MiB",
        "Memory of the simulated device of the host backend (rounded up to 4 KiB)."},
@@ -82,8 +84,15 @@ std::string without_blanks(std::string const& text) {
   return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
 }
 
+// Python's int() of a non-negative decimal: an optional '+', digits with single underscores
+// between them ("1_000").
 std::size_t parse_count(char const* name, std::string const& text) {
-  std::string const digits = without_blanks(text);
+  std::string digits = without_blanks(text);
+  if (!digits.empty() && digits[0] == '+') digits.erase(0, 1);
+  for (std::size_t at = digits.find('_'); at != std::string::npos; at = digits.find('_', at)) {
+    if (at == 0 || at + 1 >= digits.size() || digits[at + 1] == '_') invalid(name, text);
+    digits.erase(at, 1);
+  }
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
     invalid(name, text);
   errno = 0;
@@ -92,12 +101,14 @@ std::size_t parse_count(char const* name, std::string const& text) {
   return static_cast<std::size_t>(value);
 }
 
+// Python's float() of a non-negative number (not C's hexadecimal form). Above 1 is allowed, as
+// Numba allows it: the byte limit is then above the device's memory, and only the count flushes.
 double parse_ratio(char const* name, std::string const& text) {
   std::string const number = without_blanks(text);
   char* end = nullptr;
   double const value = std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value) ||
-      value < 0 || value > 1)
+  if (number.empty() || end != number.c_str() + number.size() || std::isnan(value) || value < 0 ||
+      number.find_first_of("xX") != std::string::npos)
     invalid(name, text);
   return value;
 }

@@ -153,9 +153,9 @@ void check_memory_manager_version(memory_manager_factory const& factory, std::st
   int const version = instance->interface_version();
   GPUMEM_EXPECTS(version == memory_manager_interface_version,
                  "memory manager " + what + " (" + instance->name() +
-                     "): interface version mismatch: expected " +
-                     std::to_string(memory_manager_interface_version) + ", got " +
-                     std::to_string(version));
+                     "): EMM Plugin interface has version " + std::to_string(version) +
+                     " - version " + std::to_string(memory_manager_interface_version) +
+                     " required");
 }
 
 void set_memory_manager(memory_manager_factory factory) {

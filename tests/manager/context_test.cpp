@@ -106,7 +106,8 @@ TEST_F(context_test, a_version_mismatch_names_both_versions) {
     set_memory_manager(counting_factory());
     FAIL() << "expected logic_error";
   } catch (logic_error const& e) {
-    EXPECT_NE(std::string(e.what()).find("expected 1, got 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has version 2 - version 1 required"), std::string::npos)
+        << e.what();
   }
   close();
   EXPECT_EQ(current_context().memory_manager().name(), "default") << "the bad factory was not set";
@@ -191,7 +192,7 @@ TEST_F(context_test, a_library_without_the_entry_point_is_an_error) {
 }
 
 TEST_F(context_test, a_plugin_library_with_another_interface_version_is_an_error) {
-  expect_bad_value(GPUMEM_TEST_PLUGIN_V2_PATH, "expected 1, got 2");
+  expect_bad_value(GPUMEM_TEST_PLUGIN_V2_PATH, "has version 2 - version 1 required");
 }
 
 TEST_F(context_test, registered_managers_are_found_by_name) {

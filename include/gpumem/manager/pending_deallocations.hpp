@@ -12,9 +12,10 @@
 // limit.
 //
 // Errors: a release that throws is reported through gpumem::log(error) and the flush goes on with
-// the other items. (Numba's documentation says an error cancels the remaining deallocations; we
-// deliberately do not: cancelled releases would leak for the life of the process, and on both
-// backends one failed free does not poison the next.)
+// the other items. (Numba's documentation says an error cancels the remaining deallocations: its
+// queue stops there, raises, and leaves the rest for its next flush. We deliberately do not: one
+// failed free holds back no other memory, on both backends one failed free does not poison the
+// next, and a flush may run inside a destructor, where nothing can be thrown.)
 //
 // close() (context destruction) flushes regardless of deferral; afterwards enqueue() runs the
 // release at once, so memory that outlives its context is still freed.
