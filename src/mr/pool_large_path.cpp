@@ -76,7 +76,10 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
     std::shared_lock<std::shared_mutex> chunks(chunks_mutex_, std::defer_lock);
     if (vrange_ != nullptr) chunks.lock();
     try {
-      if (!add_extent(s.extents, addr, size, s.epoch, chunk)) return own_free::refused;
+      if (!add_extent(s.extents, addr, size, s.epoch, chunk)) {
+        report_refused_deallocation();  // the block being freed lies on free memory
+        return own_free::refused;
+      }
     } catch (std::exception const&) {
       // No memory for the node: the shared path tries again (and logs if it fails too).
       try {
@@ -172,6 +175,7 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
   try {
     s = &stream_locked(stream);
   } catch (std::exception const& e) {
+    report_refused_deallocation();  // the block stays live: nothing was freed
     log(log_level::error,
         name() + ": lost " + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ": " + e.what());
     return;
@@ -181,8 +185,10 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
   pool_chunk* chunk = nullptr;
   if (requested > options_.max_cached_size
           ? !check_large_free(reinterpret_cast<std::uintptr_t>(ptr), size, chunk)
-          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
+          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size)) {
+    report_refused_deallocation();  // (check_large_free has reported already: no matter)
     return;
+  }
   if (!give_back_locked(ptr, size, *s)) note_lost(reinterpret_cast<std::uintptr_t>(ptr), size);
   large_live_ -= size;
   large_requested_ -= requested;

@@ -199,7 +199,6 @@ bool pool_state::add_extent(pool_extent_set& set, std::uintptr_t addr, std::size
     case pool_extent_set::insert_result::inserted:
       return true;
     case pool_extent_set::insert_result::outside_chunk:
-      report_refused_deallocation();
       log(log_level::error, name() + ": " + pool_hex(addr) + " (" + std::to_string(size) +
                                 " B) is not inside a chunk of this pool; ignored");
       return false;
@@ -221,7 +220,6 @@ void pool_state::note_lost(std::uintptr_t addr, std::size_t size) noexcept {
 }
 
 void pool_state::log_overlap(std::uintptr_t addr, std::size_t size) const {
-  report_refused_deallocation();
   log(log_level::error, name() + ": " + pool_hex(addr) + " (" + std::to_string(size) +
                             " B) overlaps free memory (double free or wrong size); ignored");
 }

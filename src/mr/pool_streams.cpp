@@ -101,9 +101,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     // A handle names the stream it was seen with only while that stream lives: one destroyed
     // without release_stream may have left its address to a new stream, and an event recorded
     // there would not follow the old stream's work.
-    if (owner->key.which == pool_stream_key::kind::created &&
-        backend_.stream_id(owner->handle) != owner->key.id)
-      return 0;
+    if (stream_dead(*owner)) return 0;
     // A stream being captured into a graph cannot wait for an event recorded outside its capture,
     // nor may an event recorded in a capture be waited for outside it (the waiting stream would
     // join the capture). Asked under the owner's lock, just before the record.
@@ -356,9 +354,13 @@ bool pool_state::stream_dead(pool_stream const& s) noexcept {
 }
 
 void pool_state::bury_locked(pool_stream& s) noexcept {
-  // Whatever it had queued before it was destroyed has finished once the device is synchronised
-  // (a destroyed stream's work still runs to its end); then its memory is idle, as after
-  // release_stream, and its entry goes like a released stream's.
+  // Marked released first, as release_stream cuts before it waits: from now on no thread's free
+  // joins the entry (a free matching its handle finds it released), and the cut covers every
+  // extent handed back before. Whatever the stream had queued before it was destroyed has finished
+  // once the device is synchronised (a destroyed stream's work still runs to its end); then its
+  // memory is idle, as after release_stream, and its entry goes like a released stream's.
+  s.released.store(true, std::memory_order_relaxed);
+  std::uint64_t const upto = cut_epoch_locked(s);
   try {
     scoped_device const on_device(backend_, device_);
     backend_.synchronize();
@@ -370,8 +372,7 @@ void pool_state::bury_locked(pool_stream& s) noexcept {
   log(log_level::warn, name() + ": stream " + pool_hex(reinterpret_cast<std::uintptr_t>(s.handle)) +
                            " was destroyed without release_stream(); its memory is free again "
                            "after a device synchronisation");
-  s.released.store(true, std::memory_order_relaxed);
-  complete_all_fences_locked(s, cut_epoch_locked(s));
+  complete_all_fences_locked(s, upto);
 }
 
 void pool_state::settle_locked(pool_stream& s, bool may_wait) {

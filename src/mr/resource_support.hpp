@@ -42,6 +42,7 @@ inline int device_of(memory_resource const& upstream) {
 // Called from inside a catch block of a noexcept deallocation.
 inline void report_deallocate_failure(std::string const& resource, void const* ptr,
                                       std::size_t bytes) noexcept {
+  report_refused_deallocation();  // nothing was freed: the adaptors above keep counting it
   try {
     std::string what = "unknown exception";
     try {

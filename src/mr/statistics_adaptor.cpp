@@ -27,8 +27,13 @@ void statistics_adaptor::atomic_counter::add(std::int64_t amount) noexcept {
   }
 }
 
+// Never below 0 (a free that freed nothing but was not reported as refused must not make the
+// count negative).
 void statistics_adaptor::atomic_counter::subtract(std::int64_t amount) noexcept {
-  current.fetch_sub(amount, std::memory_order_relaxed);
+  std::int64_t now = current.load(std::memory_order_relaxed);
+  while (
+      !current.compare_exchange_weak(now, now - std::min(now, amount), std::memory_order_relaxed)) {
+  }
 }
 
 resource_counter statistics_adaptor::atomic_counter::load() const noexcept {

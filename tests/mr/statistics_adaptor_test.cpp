@@ -145,5 +145,44 @@ TEST(statistics_adaptor, a_free_refused_below_is_not_counted) {
   EXPECT_EQ(counted.allocations().current, 0);
 }
 
+// A free the resource could not carry out (freed twice: the backend refuses it) is not counted
+// either (cuda_resource reports it), and a count never goes below zero.
+TEST(statistics_adaptor, a_free_the_upstream_could_not_carry_out_is_not_counted) {
+  cuda_resource device;
+  statistics_adaptor counted(device);
+  void* const a = counted.allocate(32 * KiB, nullptr);
+  void* const b = counted.allocate(16 * KiB, nullptr);
+  counted.deallocate(b, 16 * KiB, nullptr);
+  counted.deallocate(b, 16 * KiB, nullptr);
+  EXPECT_EQ(counted.bytes().current, static_cast<std::int64_t>(32 * KiB));
+  counted.deallocate(a, 32 * KiB, nullptr);
+  EXPECT_EQ(counted.bytes().current, 0);
+  EXPECT_EQ(counted.allocations().current, 0);
+}
+
+// A double free the pool misses at once (not among the last blocks of the thread's stack) and
+// finds later, while a later legitimate free merges parked blocks, must not make that legitimate
+// free look refused: the counts would keep a freed block for ever.
+TEST(statistics_adaptor, a_double_free_found_later_does_not_refuse_another_free) {
+  cuda_resource device;
+  pool_options options;
+  options.max_cached_size = 4 * MiB;  // blocks of 1 MiB are parked on the thread's stack
+  pool_resource pool(device, options);
+  statistics_adaptor counted(pool);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 16; ++i)
+    blocks.push_back(counted.allocate(1 * MiB, nullptr));
+  std::size_t const y_bytes = 1 * MiB - 4 * KiB;
+  void* const y = counted.allocate(y_bytes, nullptr);
+  counted.deallocate(blocks[0], 1 * MiB, nullptr);
+  counted.deallocate(y, y_bytes, nullptr);
+  counted.deallocate(blocks[1], 1 * MiB, nullptr);
+  counted.deallocate(y, y_bytes, nullptr);  // missed now, found when the parked blocks merge
+  for (int i = 2; i < 16; ++i)
+    counted.deallocate(blocks[i], 1 * MiB, nullptr);
+  EXPECT_EQ(counted.bytes().current, 0) << "a legitimate free was taken for a refused one";
+  EXPECT_EQ(counted.allocations().current, 0);
+}
+
 }  // namespace
 }  // namespace gpumem

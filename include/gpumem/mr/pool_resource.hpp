@@ -302,7 +302,7 @@ class pool_resource final : public memory_resource {
   // Throws gpumem::logic_error naming the first violation. Needs a quiescent pool.
   void check_invariants() const;
   // Applies completed fences and gives every completely free chunk back to the upstream; returns
-  // the bytes given back. Never waits for a stream, except once for a stream found destroyed
+  // the bytes given back. Never waits for a stream, except for each stream found destroyed
   // without release_stream: the device is synchronised and that stream's memory is free again.
   std::size_t trim();
   // Waits for `stream` and makes everything freed on it free for all streams; call before
