@@ -109,16 +109,47 @@ if [[ "$skip" != *" python "* ]] && command -v python3 >/dev/null; then
   step "python package (pip install)" "$out/python-install.log" env PIP_BREAK_SYSTEM_PACKAGES=1 "${wheel_cxx[@]}" \
     python3 -m pip install -v --no-build-isolation --no-deps \
     -C cmake.define.GPUMEM_CUDA=ON -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90 "${wheel_cuda_host[@]}" .
-  step "python tests (gpu)" "$out/python-pytest.log" env -C /tmp GPUMEM_TEST_GPU=1 GPUMEM_DEVICE=cuda \
-    timeout 300 python3 -m pytest -v -rs -p no:cacheprovider "$root/python/tests"
-  # numba-cuda's test helpers import `filecheck`; the GPU machine lacks it: a wheel in .whl/ is
-  # unpacked for those runs (docs/benchmarks.md says how to fetch the wheels).
-  py_extra=()
+  # A folder on PYTHONPATH for the runs below. Its sitecustomize gives numpy back `row_stack` (an
+  # alias of vstack, removed in numpy 2.4) where numpy lacks it, once numpy is imported (nothing is
+  # imported ahead: a test checks that importing gpumem imports no framework): the numba-cuda
+  # releases that overload it cannot compile a kernel otherwise. numba-cuda's test helpers import
+  # `filecheck`; the GPU machine lacks it: a wheel in .whl/ is unpacked there (docs/benchmarks.md
+  # says how to fetch the wheels).
+  rm -rf "$root/build/py-extra"
+  mkdir -p "$root/build/py-extra"
+  cat >"$root/build/py-extra/sitecustomize.py" <<'PY'
+import importlib.abc
+import importlib.machinery
+import sys
+
+
+class _NumpyRowStack(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "numpy":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            if not hasattr(module, "row_stack"):
+                module.row_stack = module.vstack
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _NumpyRowStack())
+PY
+  py_extra=(PYTHONPATH="$root/build/py-extra${PYTHONPATH:+:$PYTHONPATH}")
   if compgen -G ".whl/filecheck*.whl" >/dev/null; then
     python3 -m pip install -q --no-index --no-deps --no-compile --target "$root/build/py-extra" \
-      .whl/filecheck*.whl >"$out/py-extra-install.log" 2>&1 &&
-      py_extra=(PYTHONPATH="$root/build/py-extra${PYTHONPATH:+:$PYTHONPATH}")
+      .whl/filecheck*.whl >"$out/py-extra-install.log" 2>&1
   fi
+  step "python tests (gpu)" "$out/python-pytest.log" env -C /tmp "${py_extra[@]}" GPUMEM_TEST_GPU=1 \
+    GPUMEM_DEVICE=cuda timeout 300 python3 -m pytest -v -rs -p no:cacheprovider "$root/python/tests"
   numba_tests=(numba.cuda.tests.cudadrv.test_emm_plugins numba.cuda.tests.cudadrv.test_deallocations
     numba.cuda.tests.cudadrv.test_managed_alloc numba.cuda.tests.cudapy.test_ipc)
   step "numba EMM tests (gpumem.numba)" "$out/numba-gpumem.log" env -C /tmp "${py_extra[@]}" \
