@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -59,13 +61,16 @@ std::vector<std::string_view> split(std::string_view line) {
   throw logic_error("allocation log line " + std::to_string(line) + ": " + what);
 }
 
+// Digits alone (strtoull would also take blanks, a sign and, in base 16, another "0x").
 std::optional<std::uint64_t> parse_unsigned(std::string_view text, int base) {
   if (text.empty()) return std::nullopt;
   std::string const s(text);
+  char const* const digits = base == 16 ? "0123456789abcdefABCDEF" : "0123456789";
+  if (s.find_first_not_of(digits) != std::string::npos) return std::nullopt;
   char* end = nullptr;
   errno = 0;
   unsigned long long const v = std::strtoull(s.c_str(), &end, base);
-  if (errno != 0 || end != s.c_str() + s.size() || s.front() == '-') return std::nullopt;
+  if (errno != 0 || end != s.c_str() + s.size()) return std::nullopt;
   return static_cast<std::uint64_t>(v);
 }
 
@@ -91,7 +96,10 @@ std::optional<double> parse_time(std::string_view text) {
     std::string const field = s.substr(pos, colon == std::string::npos ? colon : colon - pos);
     char* end = nullptr;
     double const v = std::strtod(field.c_str(), &end);
-    if (field.empty() || end != field.c_str() + field.size() || v < 0) return std::nullopt;
+    // A time is a finite, non-negative decimal: not "nan", "inf", "1e999" or a hexadecimal float.
+    if (field.empty() || end != field.c_str() + field.size() || !std::isfinite(v) || v < 0 ||
+        field.find_first_of("xXnN") != std::string::npos)
+      return std::nullopt;
     seconds = seconds * 60 + v;
     if (++parts > 3) return std::nullopt;
     if (colon == std::string::npos) break;

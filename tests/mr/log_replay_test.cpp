@@ -197,6 +197,22 @@ TEST(log_replay, other_bad_input_is_rejected_with_the_reason) {
   EXPECT_NE(message("Action,Pointer,Size,Time\nallocate,0x10,5,1:2:3:4\n").find("line 2"),
             std::string::npos);
   EXPECT_NE(message("Action,Pointer,Size\nallocate,0x10,-5\n").find("-5"), std::string::npos);
+  // Digits alone: no sign or second "0x" (fields are trimmed); a time is a finite decimal.
+  for (char const* field : {"+5", "5x", "0x5"})
+    EXPECT_NE(
+        message(std::string("Action,Pointer,Size\nallocate,0x10,") + field + "\n").find("line 2"),
+        std::string::npos)
+        << field;
+  for (char const* pointer : {"0x+10", "0x-10", "0x0x10", "0x 10"})
+    EXPECT_NE(
+        message(std::string("Action,Pointer,Size\nallocate,") + pointer + ",5\n").find("line 2"),
+        std::string::npos)
+        << pointer;
+  for (char const* time : {"nan", "inf", "1e999", "0x1p3"})
+    EXPECT_NE(message(std::string("Action,Pointer,Size,Time\nallocate,0x10,5,") + time + "\n")
+                  .find("line 2"),
+              std::string::npos)
+        << time;
   // The minimal columns are enough, and "deallocate" is accepted for "free".
   std::istringstream minimal("Action,Pointer,Size\nallocate,0x10,5\ndeallocate,0x10,5\n");
   auto const events = parse_log(minimal);
