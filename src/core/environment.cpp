@@ -1,6 +1,7 @@
 // The one table of environment variables. To add a variable: add a field to
 // gpumem::environment, a row to `table()` and a parse step to `parse()`; docs/environment.md
 // lists the table for users.
+#include <gpumem/core/detail/text.hpp>
 #include <gpumem/core/environment.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
@@ -79,9 +80,7 @@ std::optional<std::string> read(char const* name) {
 
 // Numba reads its variables with Python's int() and float(), which take blanks on either side.
 std::string without_blanks(std::string const& text) {
-  auto const first = text.find_first_not_of(" \t\n\r\f\v");
-  if (first == std::string::npos) return {};
-  return text.substr(first, text.find_last_not_of(" \t\n\r\f\v") - first + 1);
+  return std::string(detail::trim_spaces(text));
 }
 
 // Python's int() of a non-negative decimal: an optional '+', digits with single underscores

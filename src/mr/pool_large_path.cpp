@@ -185,10 +185,8 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
   pool_chunk* chunk = nullptr;
   if (requested > options_.max_cached_size
           ? !check_large_free(reinterpret_cast<std::uintptr_t>(ptr), size, chunk)
-          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size)) {
-    report_refused_deallocation();  // (check_large_free has reported already: no matter)
-    return;
-  }
+          : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
+    return;  // refused (and reported) by the check
   if (!give_back_locked(ptr, size, *s)) note_lost(reinterpret_cast<std::uintptr_t>(ptr), size);
   large_live_ -= size;
   large_requested_ -= requested;

@@ -1,7 +1,7 @@
 // The back end of pool_resource: chunks from the upstream, the coalescing best fit over free
-// extents and the slow path for a block (obtain), with reclaims from other streams. Streams and
-// fences are in pool_streams.cpp, growth, trim and out-of-memory in pool_growth.cpp.
-// Every function named *_locked runs with mutex_ held.
+// extents and the slow path for a block (obtain), with reclaims from other streams. Streams are
+// in pool_streams.cpp, fences in pool_fences.cpp, growth, trim and out-of-memory in
+// pool_growth.cpp. Every function named *_locked runs with mutex_ held.
 #include "pool_state.hpp"
 
 #include <gpumem/core/checked_arithmetic.hpp>
@@ -484,7 +484,10 @@ bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
     std::lock_guard<pool_lock> arena(it->second->mutex);
     found = it->second->extents.overlaps(addr, size);
   }
-  if (found) log_overlap(addr, size);
+  if (found) {
+    report_refused_deallocation();  // asked only of the block being freed
+    log_overlap(addr, size);
+  }
   return found;
 }
 

@@ -2,8 +2,8 @@
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
 // end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
-// pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp, pool_growth.cpp, pool_range.cpp,
-// pool_invariants.cpp). Locks:
+// pool_fences.cpp, pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp, pool_growth.cpp,
+// pool_range.cpp, pool_invariants.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex (a pool_lock: cheap when uncontended, pool_lock.hpp) guards that
 //     stream's arena: its class lists and its extents. A thread cache refills from and overflows
@@ -56,29 +56,6 @@ struct pool_retired_chunk {
   std::size_t size;
   stream_handle order;
 };
-
-// The merged classes: cached sizes of at least pool_merged_class_bytes. A block parked whole serves
-// only its own class: with shapes that change every step (a training loop's activations of 1-16
-// MiB), the lists of classes not asked for again held most of the pool, and misses grew the pool
-// rather than merge them (host backend, bench_alloc's training loop on one thread and stream, 20
-// passes: 1.90x its peak live held, and still 1.90x after 100). So a stream parks at most
-// max(pool_merged_list_bytes, held / pool_merged_list_share) of them on its class lists (past that,
-// those lists merge back into its extents), and a thread keeps at most pool_merged_bin_bytes of
-// each such class (at least one block): 1.44x.
-inline constexpr std::size_t pool_merged_class_bytes = std::size_t{1} << 20;
-inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
-inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;
-inline constexpr std::size_t pool_merged_list_share = 32;
-
-// What a thread takes from the free extents (or an idle stream's) for its stream's arena at a time
-// for cached sizes (at least its batch).
-inline constexpr std::size_t pool_slab_bytes = std::size_t{8} << 20;
-
-// Streams asked whether they are idle, at most, by one miss (take_from_idle_stream_locked).
-inline constexpr std::size_t pool_idle_queries = 4;
-
-// How many reaped released streams a pool remembers (pool_state::released_keys_).
-inline constexpr std::size_t pool_released_memory = 4096;
 
 class pool_state {
  public:
@@ -250,8 +227,8 @@ class pool_state {
   bool adopt_for_fit_locked(pool_stream& s, std::size_t size);
   // The stream grew the pool: it may merge all of its lists back again (takes its lock).
   void reset_full_drains(pool_stream& s) noexcept;
-  // True (and logs) if [addr, addr + size) overlaps a free or stream-owned extent of any stream:
-  // a double free or a wrong size. Takes the streams' locks.
+  // True (logs, reports the refused free) if [addr, addr + size) overlaps a free or stream-owned
+  // extent of any stream: a double free or a wrong size. Takes the streams' locks.
   bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
   void log_overlap(std::uintptr_t addr, std::size_t size) const;
   // A cached-size block freed again while it is still on the calling thread's stack: logged,
@@ -304,16 +281,12 @@ class pool_state {
   void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
-  // Makes what `s` freed reusable by every stream: at once if it is idle (or released), else once
-  // a fence recorded now completes. A dead stream (below) is buried, which synchronises the
-  // device, unless `may_wait` is false; then it is left as it is.
+  // What `s` freed, for every stream: at once if idle (or released), else once a fence recorded now
+  // completes. A dead stream (stream_dead: destroyed without release_stream, its handle naming no
+  // stream or a later one) is buried (bury_locked: marked released, the device synchronised, its
+  // memory completed) unless `may_wait` is false.
   void settle_locked(pool_stream& s, bool may_wait = true);
-  // A created stream destroyed without release_stream: its handle no longer names a stream, or
-  // names a later one (stream_id asked; the pool's contract is broken, but streams die in real
-  // programs). Nothing may be recorded on it or asked of it again.
   bool stream_dead(pool_stream const& s) noexcept;
-  // Synchronises the device (the dead stream's work has finished then), completes its memory for
-  // every stream and marks it released: its entry goes like a released stream's.
   void bury_locked(pool_stream& s) noexcept;
   // Starts a new epoch on `s` and returns the last one: a stream query or synchronisation made
   // after this covers every extent of `s` with an epoch up to the value returned (extents handed

@@ -1,6 +1,7 @@
 // The pool's per-stream state (private to src/mr/pool_*.cpp): what names a stream (a key that is
-// never reused), its arena (extents and class lists under its own lock), its fences, and the small
-// helpers the pool's files share. See pool_state.hpp for the locks.
+// never reused), its arena (extents and class lists under its own lock), its fences, the limits on
+// what arenas park and take, and the small helpers the pool's files share. See pool_state.hpp for
+// the locks.
 #pragma once
 
 #include "pool_extents.hpp"
@@ -64,6 +65,29 @@ struct pool_stream_key {
     return a.which != b.which ? a.which < b.which : a.id < b.id;
   }
 };
+
+// The merged classes: cached sizes of at least pool_merged_class_bytes. A block parked whole serves
+// only its own class: with shapes that change every step (a training loop's activations of 1-16
+// MiB), the lists of classes not asked for again held most of the pool, and misses grew the pool
+// rather than merge them (host backend, bench_alloc's training loop on one thread and stream, 20
+// passes: 1.90x its peak live held, and still 1.90x after 100). So a stream parks at most
+// max(pool_merged_list_bytes, held / pool_merged_list_share) of them on its class lists (past that,
+// those lists merge back into its extents), and a thread keeps at most pool_merged_bin_bytes of
+// each such class (at least one block): 1.44x.
+inline constexpr std::size_t pool_merged_class_bytes = std::size_t{1} << 20;
+inline constexpr std::size_t pool_merged_bin_bytes = std::size_t{2} << 20;
+inline constexpr std::size_t pool_merged_list_bytes = std::size_t{8} << 20;
+inline constexpr std::size_t pool_merged_list_share = 32;
+
+// What a thread takes from the free extents (or an idle stream's) for its stream's arena at a time
+// for cached sizes (at least its batch).
+inline constexpr std::size_t pool_slab_bytes = std::size_t{8} << 20;
+
+// Streams asked whether they are idle, at most, by one miss (take_from_idle_stream_locked).
+inline constexpr std::size_t pool_idle_queries = 4;
+
+// How many reaped released streams a pool remembers (pool_state::released_keys_).
+inline constexpr std::size_t pool_released_memory = 4096;
 
 // A stream's share of the pool (its arena): blocks freed on it, reusable at once by it and by
 // others only after a fence (one event) recorded after their free has completed. Aligned so that
