@@ -10,7 +10,9 @@ namespace gpumem {
 
 ipc_handle make_ipc_handle(memory_pointer const& memory) {
   GPUMEM_EXPECTS(static_cast<bool>(memory), "get_ipc_handle: the memory_pointer is empty");
-  int const device = memory.owning_context().device();
+  // The pointer's recorded device, not owning_context(): the pointer may have outlived its
+  // context (gpumem::close()), whose object is then gone.
+  int const device = memory.device();
   detail::scoped_device on_device(device);
   device_backend& b = backend();
   // IPC exports whole allocations: find the one containing the pointer and remember where in it

@@ -1,5 +1,6 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
+#include <gpumem/manager/context.hpp>
 #include <gpumem/manager/host_memory.hpp>
 #include <gpumem/manager/memory_pointer.hpp>
 
@@ -25,6 +26,10 @@ allocation_owner::~allocation_owner() {
   }
 }
 
+int context_device(context const& ctx) noexcept {
+  return ctx.device();
+}
+
 }  // namespace detail
 
 namespace {
@@ -38,7 +43,11 @@ std::shared_ptr<detail::allocation_owner> make_owner(std::function<void()> final
 
 memory_pointer::memory_pointer(context& ctx, void* ptr, std::size_t size,
                                std::function<void()> finalizer)
-    : ctx_(&ctx), ptr_(ptr), size_(size), owner_(make_owner(std::move(finalizer))) {}
+    : ctx_(&ctx),
+      device_(ctx.device()),
+      ptr_(ptr),
+      size_(size),
+      owner_(make_owner(std::move(finalizer))) {}
 
 memory_pointer memory_pointer::view(std::size_t offset, std::size_t size) const {
   GPUMEM_EXPECTS(owner_ != nullptr, "memory_pointer::view: the pointer is empty");
@@ -47,7 +56,7 @@ memory_pointer memory_pointer::view(std::size_t offset, std::size_t size) const 
                      ", size=" + std::to_string(size) + ") is outside the buffer of " +
                      std::to_string(size_) + " bytes");
   void* const start = ptr_ == nullptr ? nullptr : static_cast<char*>(ptr_) + offset;
-  return memory_pointer(ctx_, start, size, offset_ + offset, owner_);
+  return memory_pointer(ctx_, device_, start, size, offset_ + offset, owner_);
 }
 
 memory_pointer memory_pointer::view(std::size_t offset) const {

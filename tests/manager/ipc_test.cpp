@@ -2,6 +2,7 @@
 // (this executable, re-run through fork + exec with the handle in an environment variable).
 #include <gpumem/core/error.hpp>
 #include <gpumem/manager/context.hpp>
+#include <gpumem/manager/default_memory_manager.hpp>
 #include <gpumem/manager/ipc_handle.hpp>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -195,6 +197,31 @@ TEST(ipc, an_offset_and_size_that_wrap_are_a_logic_error) {
     EXPECT_NE(std::string(e.what()).find("offset 4096"), std::string::npos) << e.what();
   }
   EXPECT_THROW((void)handle.open(get_context(0)), logic_error);
+}
+
+// A pointer may outlive its context (gpumem::close()); exporting it afterwards must not read the
+// destroyed context (it used to take the device from owning_context(): a use after free, caught by
+// the sanitizer build, and here made visible by refilling the freed memory with 0xff bytes, which
+// read as device -1).
+TEST(ipc, a_pointer_that_outlived_its_context_exports_with_its_own_device) {
+  auto owner = std::make_unique<context>(
+      0, [](context& c) { return std::make_unique<default_memory_manager>(c); });
+  memory_pointer p = owner->memory_manager().memalloc(4096);
+  memory_pointer view = p.view(256, 512);
+  EXPECT_EQ(p.device(), 0);
+  EXPECT_EQ(view.device(), 0);
+  EXPECT_EQ(memory_pointer().device(), -1);
+  owner.reset();
+  std::vector<std::unique_ptr<unsigned char[]>> refill;
+  for (int i = 0; i < 256; ++i) {
+    refill.emplace_back(new unsigned char[sizeof(context)]);
+    std::memset(refill.back().get(), 0xff, sizeof(context));
+  }
+  ipc_handle handle = current_context().memory_manager().get_ipc_handle(view);
+  EXPECT_EQ(handle.offset(), 256u);
+  EXPECT_EQ(handle.size(), 512u);
+  EXPECT_EQ(handle.source().ordinal, 0);
+  EXPECT_EQ(view.device(), 0);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 //
 // owning_context() refers to the context that allocated the memory; it is valid while that
 // context exists (gpumem::close() invalidates it, as Numba's close() invalidates arrays).
+// device() is that context's device ordinal, recorded at construction: valid after close() too.
 //
 // Thread safety: as std::shared_ptr — distinct objects sharing one owner may be copied and
 // destroyed concurrently; one object is not modified concurrently.
@@ -63,6 +64,9 @@ class allocation_owner {
   std::function<void()> finalizer_;
   std::shared_ptr<void> keep_alive_;
 };
+
+// ctx.device(), for the inline members below (context.hpp includes this header).
+int context_device(context const& ctx) noexcept;
 }  // namespace detail
 
 class memory_pointer {
@@ -75,7 +79,7 @@ class memory_pointer {
   // destructor frees the memory (for managers: no std::function per pointer).
   static memory_pointer adopt(context& ctx, void* ptr, std::size_t size,
                               std::shared_ptr<detail::allocation_owner> owner) noexcept {
-    return memory_pointer(&ctx, ptr, size, 0, std::move(owner));
+    return memory_pointer(&ctx, detail::context_device(ctx), ptr, size, 0, std::move(owner));
   }
 
   void* device_pointer() const noexcept { return ptr_; }
@@ -92,6 +96,9 @@ class memory_pointer {
   std::size_t offset_in_owner() const noexcept { return offset_; }
   // The context that allocated the memory. Throws logic_error on an empty pointer.
   context& owning_context() const;
+  // The device of that context (-1 for an empty pointer); unlike owning_context(), still valid
+  // after the context was closed.
+  int device() const noexcept { return device_; }
   // True when this pointer owns something.
   explicit operator bool() const noexcept { return owner_ != nullptr; }
   // True when both share one owner (one is a view or copy of the other).
@@ -109,13 +116,19 @@ class memory_pointer {
   bool release_idle() noexcept;
 
  protected:
-  memory_pointer(context* ctx, void* ptr, std::size_t size, std::size_t offset,
+  memory_pointer(context* ctx, int device, void* ptr, std::size_t size, std::size_t offset,
                  std::shared_ptr<detail::allocation_owner> owner) noexcept
-      : ctx_(ctx), ptr_(ptr), size_(size), offset_(offset), owner_(std::move(owner)) {}
+      : ctx_(ctx),
+        device_(device),
+        ptr_(ptr),
+        size_(size),
+        offset_(offset),
+        owner_(std::move(owner)) {}
   std::shared_ptr<detail::allocation_owner> const& owner() const noexcept { return owner_; }
 
  private:
   context* ctx_ = nullptr;
+  int device_ = -1;
   void* ptr_ = nullptr;
   std::size_t size_ = 0;
   std::size_t offset_ = 0;
