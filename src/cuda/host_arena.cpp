@@ -25,7 +25,7 @@ host_arena::host_arena(std::size_t capacity, std::size_t alignment) : alignment_
     fail(map_failed, "cudaErrorMapBufferObjectFailed", "host backend",
          "a simulated device of " + std::to_string(capacity) + " bytes cannot be mapped");
   if (capacity_ == 0) capacity_ = page;
-  fd_ = ::memfd_create("gpumem-host-device", MFD_CLOEXEC);
+  fd_ = ::memfd_create(memfd_name, MFD_CLOEXEC);
   if (fd_ < 0) fail(map_failed, "cudaErrorMapBufferObjectFailed", "memfd_create", strerror(errno));
   if (::ftruncate(fd_, static_cast<off_t>(capacity_)) != 0) {
     ::close(fd_);

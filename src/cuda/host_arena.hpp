@@ -21,6 +21,9 @@ namespace gpumem::detail::host {
 
 class host_arena {
  public:
+  // The name of the arena's memfd (/proc/<pid>/fd/<fd> links to "/memfd:<name> (deleted)").
+  static constexpr char const* memfd_name = "gpumem-host-device";
+
   host_arena(std::size_t capacity, std::size_t alignment);
   ~host_arena();
   host_arena(host_arena const&) = delete;

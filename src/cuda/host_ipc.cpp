@@ -6,6 +6,7 @@
 #include <gpumem/core/checked_arithmetic.hpp>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -65,6 +66,30 @@ void* host_ipc::open(ipc_memory_handle const& handle) {
   if (fd < 0)
     fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
          "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
+  // The handle's fields are data (from another process, a file, a socket): the descriptor must be
+  // the exporter's arena, and the range must lie inside it. Else the mapping would be of some
+  // other file of the exporter, or reach past the end of the arena, where a touch is SIGBUS.
+  // (What this process opened is checked, not the exporter's descriptor number, which the
+  // exporter may have reused meanwhile.)
+  std::string const opened = "/proc/self/fd/" + std::to_string(fd);
+  char target[256] = {};
+  ssize_t const target_length = ::readlink(opened.c_str(), target, sizeof target - 1);
+  std::string const arena_name = std::string("/memfd:") + host_arena::memfd_name;
+  struct stat status {};
+  if (target_length < 0 || std::string(target).compare(0, arena_name.size(), arena_name) != 0 ||
+      ::fstat(fd, &status) != 0) {
+    ::close(fd);
+    fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
+         "the handle names descriptor " + std::to_string(payload.fd) + " of process " +
+             std::to_string(payload.pid) + ", which is not a host backend's device memory");
+  }
+  if (end > static_cast<std::uint64_t>(status.st_size)) {
+    ::close(fd);
+    fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
+         "the handle names " + std::to_string(payload.size) + " bytes at offset " +
+             std::to_string(payload.offset) + ", past the end of the exporting device (" +
+             std::to_string(status.st_size) + " bytes)");
+  }
   std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   std::size_t const start = payload.offset / page * page;
   std::size_t const length = end - start;

@@ -10,8 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -102,4 +104,50 @@ TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
   // All-zero bytes are no handle on either backend: the child must report a failed open (4).
   gpumem::ipc_memory_handle const garbage{};
   EXPECT_EQ(run_child({gpumem::test::to_hex(garbage), "0", "0", "1"}), 4);
+}
+
+// The host backend's handle names (pid, descriptor, offset, size) of the exporter's arena
+// (src/cuda/host_ipc.cpp). Those fields are data from elsewhere: a handle whose range reaches past
+// the arena, or whose descriptor is another file of the exporter, is refused by the opening
+// process (exit 4), not mapped (a touch past the end of the file was SIGBUS; another file was
+// mapped writable).
+TEST(cuda_ipc, a_forged_host_handle_is_refused_by_the_child_not_mapped) {
+  if (gpumem::test::on_cuda()) GTEST_SKIP() << "the host backend's handle layout";
+  struct host_payload {
+    std::uint8_t magic[8];
+    std::int32_t pid;
+    std::int32_t fd;
+    std::uint64_t offset;
+    std::uint64_t size;
+  };
+  auto& b = backend();
+  device_buffer buffer(4 * KiB);
+  gpumem::ipc_memory_handle const real = b.ipc_get_handle(buffer.get());
+  host_payload payload{};
+  std::memcpy(&payload, real.data(), sizeof payload);
+  auto forged = [&](host_payload const& p) {
+    gpumem::ipc_memory_handle handle = real;
+    std::memcpy(handle.data(), &p, sizeof p);
+    return gpumem::test::to_hex(handle);
+  };
+  std::uint64_t const capacity = b.get_memory_info().total;
+
+  host_payload past_the_end = payload;  // the last byte of the range lies past the arena
+  past_the_end.offset = capacity + 64 * KiB;
+  EXPECT_EQ(run_child({forged(past_the_end), std::to_string(payload.size - 1), "0", "1"}), 4);
+
+  host_payload too_large = payload;
+  too_large.size = capacity + 64 * KiB;
+  EXPECT_EQ(run_child({forged(too_large), std::to_string(too_large.size - 1), "0", "1"}), 4);
+
+  char name[] = "/tmp/gpumem_ipc_forged_XXXXXX";  // a regular file the exporter has open
+  int const file = ::mkstemp(name);
+  ASSERT_GE(file, 0) << std::strerror(errno);
+  ::unlink(name);
+  ASSERT_EQ(::ftruncate(file, 8 * KiB), 0);
+  host_payload other_file = payload;
+  other_file.fd = file;
+  other_file.offset = 0;
+  EXPECT_EQ(run_child({forged(other_file), "0", "0", "1"}), 4);
+  ::close(file);
 }
