@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -148,14 +149,28 @@ context& current_context() {
 void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what) {
   GPUMEM_EXPECTS(static_cast<bool>(factory), "memory manager " + what + ": the factory is empty");
   context probe(0, context::probe_tag{});
-  std::unique_ptr<memory_manager> instance = factory(probe);
+  // The plugin's own code (its factory, constructor, interface_version() and name()) may throw
+  // anything: the caller gets a logic_error that names the plugin, whatever it threw.
+  std::unique_ptr<memory_manager> instance;
+  int version = 0;
+  std::string name;
+  try {
+    instance = factory(probe);
+    if (instance != nullptr) {
+      version = instance->interface_version();
+      name = instance->name();
+    }
+  } catch (std::exception const& e) {
+    throw logic_error("memory manager " + what + ": probing the manager threw: " + e.what());
+  } catch (...) {
+    throw logic_error("memory manager " + what +
+                      ": probing the manager threw an exception that is not a std::exception");
+  }
   GPUMEM_EXPECTS(instance != nullptr, "memory manager " + what + ": the factory returned null");
-  int const version = instance->interface_version();
   GPUMEM_EXPECTS(version == memory_manager_interface_version,
-                 "memory manager " + what + " (" + instance->name() +
-                     "): EMM Plugin interface has version " + std::to_string(version) +
-                     " - version " + std::to_string(memory_manager_interface_version) +
-                     " required");
+                 "memory manager " + what + " (" + name + "): EMM Plugin interface has version " +
+                     std::to_string(version) + " - version " +
+                     std::to_string(memory_manager_interface_version) + " required");
 }
 
 void set_memory_manager(memory_manager_factory factory) {

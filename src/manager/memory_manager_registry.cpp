@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -110,7 +111,15 @@ memory_manager_factory load_plugin_library(std::string const& path, std::string 
                       (reason ? std::string(": ") + reason : std::string()));
   }
   auto const entry = reinterpret_cast<gpumem_memory_manager_entry_point>(symbol);
-  memory_manager_factory* factory = entry();
+  memory_manager_factory* factory = nullptr;
+  try {
+    factory = entry();
+  } catch (std::exception const& e) {
+    throw logic_error(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT " threw: " + e.what());
+  } catch (...) {
+    throw logic_error(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT
+                             " threw an exception that is not a std::exception");
+  }
   GPUMEM_EXPECTS(factory != nullptr && *factory,
                  what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT " returned no factory");
   return *factory;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "scoped_backend.hpp"
@@ -193,6 +194,32 @@ TEST_F(context_test, a_library_without_the_entry_point_is_an_error) {
 
 TEST_F(context_test, a_plugin_library_with_another_interface_version_is_an_error) {
   expect_bad_value(GPUMEM_TEST_PLUGIN_V2_PATH, "has version 2 - version 1 required");
+}
+
+// A plugin's own code that throws (anything) is a logic_error naming the plugin, with the message.
+TEST_F(context_test, a_plugin_whose_entry_point_throws_is_an_error) {
+  expect_bad_value(GPUMEM_TEST_PLUGIN_THROWS1_PATH, "the entry point fails");
+}
+
+TEST_F(context_test, a_plugin_whose_constructor_throws_is_an_error) {
+  expect_bad_value(GPUMEM_TEST_PLUGIN_THROWS2_PATH, "the constructor fails");
+}
+
+TEST_F(context_test, a_plugin_that_throws_a_non_standard_exception_is_an_error) {
+  expect_bad_value(GPUMEM_TEST_PLUGIN_THROWS3_PATH, "not a std::exception");
+}
+
+TEST_F(context_test, a_factory_given_to_set_memory_manager_that_throws_is_an_error) {
+  try {
+    set_memory_manager([](context&) -> std::unique_ptr<memory_manager> {
+      throw std::runtime_error("factory fails");
+    });
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("given to set_memory_manager"), std::string::npos) << what;
+    EXPECT_NE(what.find("factory fails"), std::string::npos) << what;
+  }
 }
 
 TEST_F(context_test, registered_managers_are_found_by_name) {

@@ -11,8 +11,8 @@
 // Choosing the memory manager:
 //   * set_memory_manager(factory) — checks the plugin's interface version AT ONCE (it constructs
 //     one instance on a detached probe context, reads interface_version(), discards it; a
-//     mismatch throws logic_error "... expected 1, got 2"), then affects contexts created
-//     afterwards. An empty factory returns to the environment's choice.
+//     mismatch throws logic_error "... has version 2 - version 1 required"), then affects
+//     contexts created afterwards. An empty factory returns to the environment's choice.
 //   * otherwise GPUMEM_MEMORY_MANAGER (see memory_manager_registry.hpp): a built-in name or a
 //     shared library; resolved when the first context is created; an invalid value is an error
 //     naming it.
@@ -138,8 +138,10 @@ void close(int device);
 void close_for_device_reset(int device);
 
 // Checks a manager's interface version: constructs one on a detached probe context and throws
-// logic_error "memory manager <what>: interface version mismatch: expected 1, got N" if it
-// differs. `what` names the source (a plugin path, a built-in name, "set_memory_manager").
+// logic_error "memory manager <what> (<name>): EMM Plugin interface has version N - version 1
+// required" if it differs, and logic_error naming <what> (with the message of what was thrown)
+// when the factory, the constructor, interface_version() or name() throws. `what` names the
+// source (a plugin path, a built-in name, "set_memory_manager").
 void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what);
 
 }  // namespace gpumem
