@@ -175,10 +175,21 @@ class host_backend final : public detail::vmm_backend {
       fail(invalid_value, "cudaErrorInvalidValue", "register_host",
            "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
                " wraps the address space");
+    // As CUDA (checked on an H200): device memory and pinned memory of allocate_pinned are not
+    // host memory to register (cudaErrorInvalidValue), and a registration pins whole pages, so a
+    // range that shares a page with a registered one, wherever it starts, is refused.
+    if (arena_.find(ptr) || ipc_.find(ptr))
+      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
+           pointer_text(ptr) + " is device memory, not host memory");
     std::lock_guard<std::mutex> lock(mutex_);
-    if (find_host_range(ptr) != nullptr)
+    if (overlaps(pinned_, ptr, bytes))
+      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
+           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
+               " overlaps pinned memory of allocate_pinned");
+    if (overlaps(registered_, ptr, bytes))
       fail(host_memory_registered, "cudaErrorHostMemoryAlreadyRegistered", "register_host",
-           pointer_text(ptr) + " is already registered");
+           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
+               " overlaps (a page of) a registered range");
     registered_[ptr] = host_range{bytes, mapped};
   }
   void unregister_host(void* ptr) override {
@@ -404,6 +415,28 @@ class host_backend final : public detail::vmm_backend {
       fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", call,
            pointer_text(event) + " is not a live event");
     return it->second;
+  }
+
+  // Whether [ptr, ptr + bytes), widened to whole pages, shares a page with a range of `table` (its
+  // ranges, widened alike, do not overlap one another). Caller holds mutex_; the range does not
+  // wrap (register_host checked).
+  static bool overlaps(std::map<void*, host_range> const& table, void* ptr, std::size_t bytes) {
+    constexpr std::uintptr_t page = 4096;
+    auto const page_start = [](std::uintptr_t a) { return a / page * page; };
+    auto const page_end = [](std::uintptr_t a, std::size_t n) {
+      std::uintptr_t const last = a + std::max<std::size_t>(n, 1) - 1;  // no wrap: checked
+      return last / page * page + page;  // 0 past the top page: compared as "the end" below
+    };
+    std::uintptr_t const start = page_start(reinterpret_cast<std::uintptr_t>(ptr));
+    std::uintptr_t const end = page_end(reinterpret_cast<std::uintptr_t>(ptr), bytes);
+    // The last range that starts on a page before `end`: if it does not reach `start`, no range
+    // before it does.
+    auto it = end == 0 ? table.end() : table.lower_bound(reinterpret_cast<void*>(end));
+    if (it == table.begin()) return false;
+    --it;
+    std::uintptr_t const other_end =
+        page_end(reinterpret_cast<std::uintptr_t>(it->first), it->second.size);
+    return other_end == 0 || other_end > start;
   }
 
   // Caller holds mutex_.

@@ -120,6 +120,42 @@ TEST(cuda_host_memory, register_and_unregister_host_memory) {
   b.unregister_host(pages.ptr);
 }
 
+namespace {
+// The cudaError_t code of what `register_host` threw, or 0 when it succeeded.
+int register_code(void* ptr, std::size_t bytes) {
+  try {
+    backend().register_host(ptr, bytes, false, false);
+    return 0;
+  } catch (gpumem::cuda_error const& e) {
+    return e.code();
+  }
+}
+}  // namespace
+
+// CUDA pins whole pages: a range that overlaps a registered one is refused wherever it starts
+// (the host backend used to check only whether the new range STARTS inside one, so a range that
+// began before and reached into it was accepted there and refused on a GPU). Device memory is not
+// host memory to register. The codes were checked on an H200.
+TEST(cuda_host_memory, a_registration_overlapping_another_is_refused_wherever_it_starts) {
+  auto& b = backend();
+  heap_pages pages(16 * KiB);
+  auto* const p = static_cast<std::uint8_t*>(pages.ptr);
+  b.register_host(p + 4 * KiB, 4 * KiB, false, false);
+  EXPECT_EQ(register_code(p, 12 * KiB), 712);            // starts before, reaches in
+  EXPECT_EQ(register_code(p, 4 * KiB + 1), 712);         // one byte into it
+  EXPECT_EQ(register_code(p + 4 * KiB + 100, 10), 712);  // inside it
+  EXPECT_EQ(register_code(p + 8 * KiB, 4 * KiB), 0);     // the next page: not overlapping
+  b.unregister_host(p + 8 * KiB);
+  b.unregister_host(p + 4 * KiB);
+
+  b.register_host(p + 100, 4000, false, false);
+  EXPECT_EQ(register_code(p + 4000, 200), 712);  // shares the first page
+  b.unregister_host(p + 100);
+
+  device_buffer d(4 * KiB);
+  EXPECT_EQ(register_code(d.get(), 4 * KiB), 1);  // cudaErrorInvalidValue
+}
+
 TEST(cuda_host_memory, ordinary_heap_memory_has_no_device_pointer) {
   auto& b = backend();
   heap_pages pages(4 * KiB);
