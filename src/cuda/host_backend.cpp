@@ -116,13 +116,17 @@ class host_backend final : public detail::vmm_backend {
 
   // --- device memory ---
   void* allocate(std::size_t bytes) override { return arena_.allocate(bytes, "allocate"); }
-  void deallocate(void* ptr) override { arena_.free(ptr, "deallocate"); }
+  void deallocate(void* ptr) override {
+    forget_managed(ptr);
+    arena_.free(ptr, "deallocate");
+  }
   void* allocate_async(std::size_t bytes, stream_handle) override {
     return arena_.allocate(bytes, "allocate_async");
   }
   void deallocate_async(void* ptr, stream_handle stream) override {
     if (ptr == nullptr) return;
     arena_.check_live(ptr, "deallocate_async");
+    forget_managed(ptr);
     // Stream-ordered: the memory returns to the device when the stream reaches the free.
     resolve(stream).enqueue([this, ptr] { arena_.free(ptr, "deallocate_async"); });
   }
@@ -133,9 +137,17 @@ class host_backend final : public detail::vmm_backend {
   void trim_async_pool(std::size_t) override {}
 
   void* allocate_managed(std::size_t bytes, bool) override {
-    return arena_.allocate(bytes, "allocate_managed");
+    void* const p = arena_.allocate(bytes, "allocate_managed");
+    if (p != nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      managed_.insert(p);
+    }
+    return p;
   }
-  void deallocate_managed(void* ptr) override { arena_.free(ptr, "deallocate_managed"); }
+  void deallocate_managed(void* ptr) override {
+    forget_managed(ptr);
+    arena_.free(ptr, "deallocate_managed");
+  }
 
   // --- pinned / mapped host memory ---
   void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
@@ -360,6 +372,14 @@ class host_backend final : public detail::vmm_backend {
     if (range.base != allocation_base)
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is not the base of an allocation");
+    bool managed = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      managed = managed_.count(allocation_base) != 0;
+    }
+    if (managed)  // as cudaIpcGetMemHandle (checked on an H200): IPC exports device memory only
+      fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
+           pointer_text(allocation_base) + " is managed memory, which IPC cannot export");
     return host_ipc::export_range(arena_, range);
   }
   void* ipc_open(ipc_memory_handle const& handle) override { return ipc_.open(handle); }
@@ -417,6 +437,14 @@ class host_backend final : public detail::vmm_backend {
     return it->second;
   }
 
+  // A managed allocation at `ptr` is being freed (by any of the frees, as cudaFree frees both):
+  // erased before the arena can hand the address to a device allocation.
+  void forget_managed(void* ptr) {
+    if (ptr == nullptr) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    managed_.erase(ptr);
+  }
+
   // Whether [ptr, ptr + bytes), widened to whole pages, shares a page with a range of `table` (its
   // ranges, widened alike, do not overlap one another). Caller holds mutex_; the range does not
   // wrap (register_host checked).
@@ -458,6 +486,7 @@ class host_backend final : public detail::vmm_backend {
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;
+  std::unordered_set<void*> managed_;  // bases of allocate_managed's live allocations
   host_ipc ipc_;
   std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;

@@ -100,6 +100,23 @@ TEST(cuda_ipc, exporting_an_interior_pointer_is_an_error) {
   EXPECT_THROW((void)b.ipc_get_handle(buffer.as<std::uint8_t>() + 256), gpumem::cuda_error);
 }
 
+// As CUDA's cudaIpcGetMemHandle (checked on an H200): managed memory cannot be exported; the host
+// backend used to export it as if it were device memory.
+TEST(cuda_ipc, exporting_managed_memory_is_an_error) {
+  auto& b = backend();
+  void* const managed = b.allocate_managed(4 * KiB, true);
+  try {
+    (void)b.ipc_get_handle(managed);
+    ADD_FAILURE() << "exported managed memory";
+  } catch (gpumem::cuda_error const& e) {
+    EXPECT_EQ(e.code(), 1) << e.what();  // cudaErrorInvalidValue
+  }
+  b.deallocate_managed(managed);
+  // Device memory, at the address the managed memory had if it is given that, exports as usual.
+  device_buffer d(4 * KiB);
+  EXPECT_NO_THROW((void)b.ipc_get_handle(d.get()));
+}
+
 TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
   // All-zero bytes are no handle on either backend: the child must report a failed open (4).
   gpumem::ipc_memory_handle const garbage{};
