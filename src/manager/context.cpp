@@ -150,7 +150,9 @@ void check_memory_manager_version(memory_manager_factory const& factory, std::st
   GPUMEM_EXPECTS(static_cast<bool>(factory), "memory manager " + what + ": the factory is empty");
   context probe(0, context::probe_tag{});
   // The plugin's own code (its factory, constructor, interface_version() and name()) may throw
-  // anything: the caller gets a logic_error that names the plugin, whatever it threw.
+  // anything: gpumem's own errors pass as they are (typed, naming their value: a bad environment
+  // variable read by the first backend() call, say); anything else becomes a logic_error that
+  // names the plugin.
   std::unique_ptr<memory_manager> instance;
   int version = 0;
   std::string name;
@@ -160,6 +162,8 @@ void check_memory_manager_version(memory_manager_factory const& factory, std::st
       version = instance->interface_version();
       name = instance->name();
     }
+  } catch (error const&) {
+    throw;
   } catch (std::exception const& e) {
     throw logic_error("memory manager " + what + ": probing the manager threw: " + e.what());
   } catch (...) {

@@ -114,6 +114,8 @@ memory_manager_factory load_plugin_library(std::string const& path, std::string 
   memory_manager_factory* factory = nullptr;
   try {
     factory = entry();
+  } catch (error const&) {
+    throw;
   } catch (std::exception const& e) {
     throw logic_error(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT " threw: " + e.what());
   } catch (...) {

@@ -140,8 +140,9 @@ void close_for_device_reset(int device);
 // Checks a manager's interface version: constructs one on a detached probe context and throws
 // logic_error "memory manager <what> (<name>): EMM Plugin interface has version N - version 1
 // required" if it differs, and logic_error naming <what> (with the message of what was thrown)
-// when the factory, the constructor, interface_version() or name() throws. `what` names the
-// source (a plugin path, a built-in name, "set_memory_manager").
+// when the factory, the constructor, interface_version() or name() throws something other than a
+// gpumem::error (which passes as it is). `what` names the source (a plugin path, a built-in name,
+// "set_memory_manager").
 void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what);
 
 }  // namespace gpumem

@@ -12,8 +12,9 @@
 // RTLD_LOCAL, never closed — the code of its managers must outlive every pointer they made) and
 // its `gpumem_memory_manager_factory` entry point (see plugin.hpp) gives the factory. Every
 // failure — unknown name, dlopen failure (with dlerror()), missing entry point, null factory,
-// interface version mismatch, an entry point or a probed manager that throws (its message is
-// kept) — is gpumem::logic_error naming GPUMEM_MEMORY_MANAGER's value.
+// interface version mismatch, an entry point or a probed manager that throws something other
+// than a gpumem::error (its message is kept) — is gpumem::logic_error naming
+// GPUMEM_MEMORY_MANAGER's value; a gpumem::error thrown there passes as it is.
 //
 // Thread safety: all functions may be called from any thread (one mutex).
 #pragma once
