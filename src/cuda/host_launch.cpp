@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -40,6 +41,20 @@ void run_blocks(unsigned blocks, std::function<void(unsigned)> const& body) {
 void host_launch_blocks(stream_handle stream, unsigned blocks, std::function<void(unsigned)> body) {
   backend().enqueue_host_function(stream,
                                   [blocks, body = std::move(body)] { run_blocks(blocks, body); });
+}
+
+void check_host_launch_shape(unsigned grid, unsigned block) {
+  // The limits of every CUDA device since compute capability 3.0 (maxThreadsPerBlock,
+  // maxGridSize[0]); CUDA 13 reports a launch beyond them as cudaErrorInvalidValue.
+  constexpr unsigned max_block = 1024, max_grid = 2147483647u;
+  if (block > max_block)
+    throw cuda_error(1, "cudaErrorInvalidValue", "launch (host backend)", __FILE__, __LINE__,
+                     "a block of " + std::to_string(block) +
+                         " threads; a CUDA device runs at most " + std::to_string(max_block));
+  if (grid > max_grid)
+    throw cuda_error(1, "cudaErrorInvalidValue", "launch (host backend)", __FILE__, __LINE__,
+                     "a grid of " + std::to_string(grid) + " blocks; a CUDA device runs at most " +
+                         std::to_string(max_grid));
 }
 
 void throw_launch_not_compiled() {

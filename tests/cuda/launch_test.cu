@@ -142,9 +142,9 @@ TEST(cuda_launch, a_launch_after_out_of_memory_is_not_blamed_for_it) {
 }
 
 TEST(cuda_launch, an_impossible_launch_is_a_cuda_error) {
-  GPUMEM_SKIP_UNLESS_CUDA();
   device_buffer out(64);
-  // No CUDA device runs 4096 threads in one block: the launch itself fails.
+  // No CUDA device runs 4096 threads in one block: the launch itself fails, on the host backend too
+  // (which used to run it).
   try {
     gpumem::launch({1, 4096, nullptr}, record_thread{out.as<std::uint64_t>()});
     ADD_FAILURE() << "a launch of 4096 threads per block was accepted";
@@ -153,6 +153,13 @@ TEST(cuda_launch, an_impossible_launch_is_a_cuda_error) {
     // cudaErrorInvalidConfiguration (9). Either way it is a launch error, named as such.
     EXPECT_TRUE(e.code() == 1 || e.code() == 9) << e.what();
     EXPECT_NE(std::string(e.what()).find("launch"), std::string::npos) << e.what();
+  }
+  // Nor 2^31 blocks (the host backend used to try to run them all).
+  try {
+    gpumem::launch({2147483648u, 1, nullptr}, record_thread{out.as<std::uint64_t>()});
+    ADD_FAILURE() << "a launch of 2^31 blocks was accepted";
+  } catch (gpumem::cuda_error const& e) {
+    EXPECT_TRUE(e.code() == 1 || e.code() == 9) << e.what();
   }
   // The failure is reported once: the next launch is clean.
   EXPECT_NO_THROW(gpumem::launch({1, 1, nullptr}, record_thread{out.as<std::uint64_t>()}));

@@ -58,6 +58,10 @@ namespace detail {
 // Runs body(block) for block in [0, blocks) on the host thread pool, in stream order on `stream`.
 // Returns when the task has been enqueued (like a kernel launch).
 void host_launch_blocks(stream_handle stream, unsigned blocks, std::function<void(unsigned)> body);
+// Refuses, as a CUDA device does, a shape no device launches (more than 1024 threads in a block,
+// more than 2^31 - 1 blocks): cuda_error cudaErrorInvalidValue naming the value, so that a launch
+// that fails on a GPU fails on the host backend too.
+void check_host_launch_shape(unsigned grid, unsigned block);
 
 // Throws gpumem::cuda_error for a failed launch (defined by the cuda backend).
 void check_last_launch(char const* what);
@@ -89,6 +93,7 @@ bool launch_without_kernel(launch_config const& config, F const& f) {
   GPUMEM_EXPECTS(config.block > 0, "launch: block size must be positive");
   if (config.grid == 0) return true;
   if (backend().kind() != backend_kind::host) return false;
+  check_host_launch_shape(config.grid, config.block);
   unsigned const block_dim = config.block;
   unsigned const grid_dim = config.grid;
   host_launch_blocks(config.stream, grid_dim, [f, block_dim, grid_dim](unsigned b) {
