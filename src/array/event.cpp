@@ -6,15 +6,18 @@
 #include <gpumem/core/logging.hpp>
 #include <gpumem/manager/context.hpp>
 
+#include <atomic>
+#include <memory>
 #include <string>
 
 namespace gpumem {
 namespace detail {
 
 struct event_state {
-  event_state(device_backend& b, bool with_timing)
+  event_state(device_backend& b, bool with_timing, context& ctx)
       : backend(&b),
-        releases(current_context().shared_pending_resource_releases()),
+        releases(ctx.shared_pending_resource_releases()),
+        device_reset(ctx.shared_device_reset_flag()),
         handle(b.create_event(with_timing)),
         timing(with_timing) {}
   event_state(event_state const&) = delete;
@@ -22,8 +25,15 @@ struct event_state {
   ~event_state() {
     device_backend* b = backend;
     event_handle h = handle;
+    // After a reset of its CUDA context (close_for_device_reset) the event went with it: its
+    // handle is not named again, now or when the queue runs the release.
+    if (device_reset->load()) return;
     try {
-      releases->enqueue([b, h] { b->destroy_event(h); }, 0);
+      releases->enqueue(
+          [b, h, reset = device_reset] {
+            if (!reset->load()) b->destroy_event(h);
+          },
+          0);
     } catch (std::exception const& e) {
       log(log_level::error, std::string("event: destroy failed: ") + e.what());
     }
@@ -31,6 +41,7 @@ struct event_state {
 
   device_backend* backend;
   std::shared_ptr<pending_deallocations> releases;
+  std::shared_ptr<std::atomic<bool> const> device_reset;
   event_handle handle;
   bool timing;
 };
@@ -47,7 +58,7 @@ detail::event_state& checked(std::shared_ptr<detail::event_state> const& s, char
 
 event event::create(bool timing) {
   event e;
-  e.state_ = std::make_shared<detail::event_state>(backend(), timing);
+  e.state_ = std::make_shared<detail::event_state>(backend(), timing, current_context());
   return e;
 }
 

@@ -21,19 +21,27 @@ struct stream_state {
 
   stream_state(device_backend& b, stream_handle h, ownership o, std::shared_ptr<void> owner = {})
       : backend(&b), handle(h), owns(o), external_owner(std::move(owner)) {
-    if (owns == ownership::owned) releases = current_context().shared_pending_resource_releases();
+    if (owns == ownership::owned) {
+      context& ctx = current_context();
+      releases = ctx.shared_pending_resource_releases();
+      device_reset = ctx.shared_device_reset_flag();
+    }
   }
   stream_state(stream_state const&) = delete;
   stream_state& operator=(stream_state const&) = delete;
 
   ~stream_state() {
+    // After a reset of the CUDA context that made the stream (close_for_device_reset), the reset
+    // has destroyed it with its work: its handle is not named again (the next context's stream
+    // may have it), as the frees of memory left to the reset make no device call.
+    bool const reset = device_reset != nullptr && device_reset->load();
     try {
-      if (has_pending()) backend->synchronize_stream(handle);
+      if (!reset && has_pending()) backend->synchronize_stream(handle);
     } catch (std::exception const& e) {
       log(log_level::error, std::string("stream: synchronize before release failed: ") + e.what());
     }
     kept.clear();
-    if (owns != ownership::owned) return;
+    if (owns != ownership::owned || reset) return;
     device_backend* b = backend;
     stream_handle h = handle;
     auto destroy = [b, h] { b->destroy_stream(h); };
@@ -81,6 +89,7 @@ struct stream_state {
   ownership owns;
   std::shared_ptr<void> external_owner;
   std::shared_ptr<pending_deallocations> releases;
+  std::shared_ptr<std::atomic<bool> const> device_reset;  // of the context, for owned streams
   std::mutex mutex;
   std::vector<entry> kept;
 };

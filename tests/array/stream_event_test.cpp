@@ -1,12 +1,14 @@
 // Streams and events for users: async copies ordered by events, keep-alive of arrays used by
 // in-flight copies, auto_synchronize, destruction through the context's release queue.
 #include "array_test_support.hpp"
+#include "dead_context_backend.hpp"
 
 #include <gpumem/array/device_array.hpp>
 #include <gpumem/array/event.hpp>
 #include <gpumem/array/pinned_array.hpp>
 #include <gpumem/array/stream.hpp>
 #include <gpumem/array/transfer.hpp>
+#include <gpumem/core/units.hpp>
 #include <gpumem/manager/context.hpp>
 
 #include <gtest/gtest.h>
@@ -193,6 +195,36 @@ TEST(stream_event, destruction_goes_through_the_context_queue) {
   queue.flush();
   EXPECT_EQ(queue.size(), 0u);
   queue.check_invariants();
+}
+
+// Numba's cuda.close(): close_for_device_reset, then the CUDA context is reset, which destroys its
+// streams and events. A stream or event of the user's that outlives it must not name its handle
+// afterwards (a stream or event of the next context may have it by then), as docs/manager.md
+// promises for the memory frees ("no stream or event of the dead context named"). They used to be
+// destroyed (and a stream with work kept alive synchronised) by handle after the reset.
+TEST(stream_event, streams_and_events_that_outlive_a_device_reset_name_no_handle) {
+  (void)backend();
+  close();
+  {
+    test::dead_context_device device(64 * MiB);
+    std::optional<stream> s = stream::create();
+    std::optional<event> e = event::create();
+    e->record(*s);
+    device_array<int> d({1000});
+    std::vector<int> host(1000, 7);
+    test::gate g;
+    g.block(s->handle());
+    d.copy_to_device(host, *s);  // still queued: the stream keeps the array alive
+    close_for_device_reset(0);
+    device.counter->dead = true;  // cuDevicePrimaryCtxReset
+    g.open();
+    e.reset();
+    s.reset();
+    device.counter->dead = false;
+    EXPECT_EQ(device.counter->calls_after_death.load(), 0);
+    backend().synchronize();
+    close();
+  }
 }
 
 }  // namespace
