@@ -93,6 +93,7 @@ PyObject* new_block_allocation(int device, std::size_t bytes, std::optional<stre
   if (self == nullptr) return nullptr;
   block_memory* const m = new (&memory_of(self)) block_memory();
   try {
+    context_use use;  // released before the handlers below run Python
     memory_manager& manager = get_context(device).memory_manager();
     m->deferred = !stream.has_value();
     m->stream = stream.value_or(nullptr);

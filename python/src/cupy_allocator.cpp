@@ -306,6 +306,7 @@ void sweep_streams(cupy_bridge& b) {
     nb::gil_scoped_release unlocked;  // the releases wait for the streams
     for (std::size_t i = 0; i < dropped.size(); ++i) {
       try {
+        context_use use;
         if (context* const ctx = find_context(dropped[i].device))
           ctx->memory_manager().release_stream(to_stream(dropped[i].handle));
         released[i] = 1;

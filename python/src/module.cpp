@@ -7,7 +7,9 @@
 // rest of the bridges. Allocation paths keep the GIL (they never block on the device, and
 // releasing it costs more than they do); the calls that may wait for the device (flush, reset,
 // close, close_for_device_reset, set_memory_manager, reset_memory_managers) release it, so that
-// other Python threads, and host callbacks that need the GIL, go on meanwhile.
+// other Python threads, and host callbacks that need the GIL, go on meanwhile. Those that destroy
+// contexts hold contexts_mutex() exclusively and every other use of a context holds it shared
+// (module.hpp), so no Python thread uses a context while another destroys it.
 #include <gpumem/python/torch_allocator.h>
 #include <gpumem/core/error.hpp>
 #include <gpumem/cuda/detail/scoped_device.hpp>
@@ -30,6 +32,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -84,6 +87,22 @@ nb::object errors_module() {
 
 }  // namespace
 
+std::shared_mutex& contexts_mutex() noexcept {
+  static auto* const mutex = new std::shared_mutex();  // never destroyed: used until exit
+  return *mutex;
+}
+
+context_use::context_use() {
+  std::shared_mutex& m = contexts_mutex();
+  if (m.try_lock_shared()) return;
+  if (PyGILState_Check() != 0) {
+    nb::gil_scoped_release unlocked;  // the change in progress may need the GIL
+    m.lock_shared();
+  } else {
+    m.lock_shared();
+  }
+}
+
 void translate(std::exception_ptr const& p, void*) {
   try {
     std::rethrow_exception(p);
@@ -137,11 +156,18 @@ namespace {
 
 // (fields of memory_statistics in declaration order, manager name)
 nb::dict statistics_of(std::optional<int> device) {
-  memory_manager& m = manager_of(device);
-  memory_statistics const s = m.get_memory_statistics();
+  int const dev = device_or_current(device);
+  memory_statistics s;
+  std::string name;
+  {
+    context_use use;
+    memory_manager& m = get_context(dev).memory_manager();
+    s = m.get_memory_statistics();
+    name = m.name();
+  }
   nb::dict d;
-  d["device"] = device_or_current(device);
-  d["manager"] = m.name();
+  d["device"] = dev;
+  d["manager"] = name;
   d["bytes_in_use"] = s.bytes_in_use;
   d["peak_bytes"] = s.peak_bytes;
   d["held_bytes"] = s.held_bytes;
@@ -221,6 +247,7 @@ NB_MODULE(_gpumem, m) {
         spec.log_path = std::move(log);
         spec.pool = make_pool_options(initial_size, chunk_size, maximum_size, max_cached_size,
                                       expandable, trim_before_growth, wait_across_streams);
+        context_change change;
         set_manager(spec, device);
       },
       "name"_a, "device"_a = nb::none(), "log"_a = "", "initial_size"_a = 0,
@@ -230,15 +257,26 @@ NB_MODULE(_gpumem, m) {
       "trim_before_growth"_a = pool_options{}.trim_before_growth,
       "wait_across_streams"_a = pool_options{}.wait_across_streams,
       nb::call_guard<nb::gil_scoped_release>());
-  m.def("reset_memory_managers", &reset_managers, nb::call_guard<nb::gil_scoped_release>());
   m.def(
-      "manager_name", [](std::optional<int> device) { return manager_of(device).name(); },
+      "reset_memory_managers",
+      [] {
+        context_change change;
+        reset_managers();
+      },
+      nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "manager_name",
+      [](std::optional<int> device) {
+        context_use use;
+        return manager_of(device).name();
+      },
       "device"_a = nb::none());
 
   m.def(
       "memalloc",
       [](std::size_t bytes, std::optional<int> device) {
         int const dev = device_or_current(device);
+        context_use use;
         return allocation{get_context(dev).memory_manager().memalloc(bytes), dev};
       },
       "bytes"_a, "device"_a = nb::none());
@@ -246,6 +284,7 @@ NB_MODULE(_gpumem, m) {
       "allocate",
       [](std::size_t bytes, std::uintptr_t stream, std::optional<int> device) {
         int const dev = device_or_current(device);
+        context_use use;
         return allocation{get_context(dev).memory_manager().allocate(bytes, to_stream(stream)),
                           dev};
       },
@@ -259,6 +298,7 @@ NB_MODULE(_gpumem, m) {
         flags.mapped = mapped;
         flags.portable = portable;
         flags.write_combined = write_combined;
+        context_use use;
         return host_allocation{get_context(dev).memory_manager().memhostalloc(bytes, flags), dev};
       },
       "bytes"_a, "mapped"_a = false, "portable"_a = false, "write_combined"_a = false,
@@ -266,13 +306,17 @@ NB_MODULE(_gpumem, m) {
   m.def(
       "release_stream",
       [](std::uintptr_t stream, std::optional<int> device) {
+        context_use use;
         manager_of(device).release_stream(to_stream(stream));
       },
       "stream"_a, "device"_a = nb::none());
   m.def(
       "get_ipc_handle",
       [](allocation const& a) {
-        ipc_handle h = get_context(a.device).memory_manager().get_ipc_handle(a.memory);
+        ipc_handle const h = [&] {
+          context_use use;
+          return get_context(a.device).memory_manager().get_ipc_handle(a.memory);
+        }();
         auto const& raw = h.handle();
         return std::make_tuple(nb::bytes(reinterpret_cast<char const*>(raw.data()), raw.size()),
                                h.size(), h.offset());
@@ -283,8 +327,10 @@ NB_MODULE(_gpumem, m) {
   m.def(
       "ipc_export",
       [](allocation const& a) {
-        std::vector<std::uint8_t> const bytes =
-            get_context(a.device).memory_manager().get_ipc_handle(a.memory).serialize();
+        std::vector<std::uint8_t> const bytes = [&] {
+          context_use use;
+          return get_context(a.device).memory_manager().get_ipc_handle(a.memory).serialize();
+        }();
         return nb::bytes(reinterpret_cast<char const*>(bytes.data()), bytes.size());
       },
       "allocation"_a);
@@ -294,6 +340,7 @@ NB_MODULE(_gpumem, m) {
         int const dev = device_or_current(device);
         ipc_handle h =
             ipc_handle::deserialize(static_cast<std::uint8_t const*>(handle.data()), handle.size());
+        context_use use;
         return allocation{h.open(get_context(dev)), dev};
       },
       "handle"_a, "device"_a = nb::none());
@@ -303,26 +350,36 @@ NB_MODULE(_gpumem, m) {
   m.def(
       "memory_info",
       [](std::optional<int> device) {
+        context_use use;
         memory_info const i = manager_of(device).get_memory_info();
         return std::make_tuple(i.free, i.total);
       },
       "device"_a = nb::none());
   m.def(
       "defer_cleanup",
-      [](std::optional<int> device) { return deferral{manager_of(device).defer_cleanup()}; },
+      [](std::optional<int> device) {
+        context_use use;
+        return deferral{manager_of(device).defer_cleanup()};
+      },
       "device"_a = nb::none());
   m.def(
       "flush",
       [](std::optional<int> device) {
+        context_use use;
         return manager_of(device).owning_context().pending_deallocations().flush();
       },
       "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
   m.def(
-      "reset", [](std::optional<int> device) { manager_of(device).reset(); },
+      "reset",
+      [](std::optional<int> device) {
+        context_use use;
+        manager_of(device).reset();
+      },
       "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
   m.def(
       "close",
       [](std::optional<int> device) {
+        context_change change;
         if (device)
           gpumem::close(*device);
         else
@@ -404,8 +461,13 @@ NB_MODULE(_gpumem, m) {
         return iters == 0 ? 0.0 : took.count() / static_cast<double>(iters);
       },
       "iters"_a, "device"_a);
-  m.def("close_for_device_reset", &gpumem::close_for_device_reset, "device"_a,
-        nb::call_guard<nb::gil_scoped_release>(),
-        "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
-        "still live is left to the reset; its later frees make no device call.");
+  m.def(
+      "close_for_device_reset",
+      [](int device) {
+        context_change change;
+        gpumem::close_for_device_reset(device);
+      },
+      "device"_a, nb::call_guard<nb::gil_scoped_release>(),
+      "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
+      "still live is left to the reset; its later frees make no device call.");
 }

@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 
 namespace gpumem::python {
 
@@ -20,6 +22,34 @@ namespace nb = nanobind;
 inline stream_handle to_stream(std::uintptr_t value) {
   return reinterpret_cast<stream_handle>(value);  // NOLINT: handles cross as integers
 }
+
+// The extension's uses of gpumem's contexts against their destruction. C++'s rule (context.hpp:
+// close() must not race with threads still using the contexts it destroys) does not hold by itself
+// in Python: close(), close_for_device_reset(), set_memory_manager() and reset_memory_managers()
+// release the GIL while they wait for the device, so another Python thread could allocate from a
+// context being destroyed. Every use of a context from the extension (get_context or find_context
+// and the calls on what it returns) holds a context_use; those four hold a context_change. Neither
+// may be held while Python code runs (a finalizer of ours could take it again).
+std::shared_mutex& contexts_mutex() noexcept;
+
+// Shared: waits with the GIL released if a change is in progress (the change may need the GIL,
+// through host callbacks of the streams it waits for).
+class context_use {
+ public:
+  context_use();
+  ~context_use() { contexts_mutex().unlock_shared(); }
+  context_use(context_use const&) = delete;
+  context_use& operator=(context_use const&) = delete;
+};
+
+// Exclusive: taken without the GIL (the functions that hold it release the GIL first).
+class context_change {
+ public:
+  context_change() : lock_(contexts_mutex()) {}
+
+ private:
+  std::unique_lock<std::shared_mutex> lock_;
+};
 
 // Sets the Python error for a C++ exception of gpumem (the classes of gpumem/_errors.py, with
 // their fields), as the extension's registered translator does: for C functions that nanobind

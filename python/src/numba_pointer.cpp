@@ -163,7 +163,10 @@ nb::object make_memalloc(nb::handle cls, nb::handle context, int device, nb::han
   auto const make = reinterpret_cast<newfunc>(
       PyType_GetSlot(reinterpret_cast<PyTypeObject*>(cls.ptr()), Py_tp_new));
   GPUMEM_EXPECTS(make != nullptr, "_numba_memalloc: cls cannot be instantiated");
-  (void)get_context(device);  // a device that does not exist is an error now, not per call
+  {
+    context_use use;
+    (void)get_context(device);  // a device that does not exist is an error now, not per call
+  }
   (void)names();
   nb::object state = nb::steal(PyType_GenericAlloc(memalloc_type, 0));  // zeroed; tracked
   if (!state.is_valid()) throw nb::python_error();
@@ -182,6 +185,7 @@ nb::object make_memalloc(nb::handle cls, nb::handle context, int device, nb::han
 // _time_numba_pair: nanoseconds per memalloc + free of the device's manager as the function above
 // makes them, without Python (bench/python_alloc.py splits the pointer's cost with it).
 double time_numba_pair(std::size_t iters, std::size_t bytes, int device) {
+  context_use use;
   memory_manager& manager = get_context(device).memory_manager();
   unowned_blocks* const blocks = manager.unowned();
   auto const start = std::chrono::steady_clock::now();
