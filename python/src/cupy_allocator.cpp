@@ -303,7 +303,7 @@ void sweep_streams(cupy_bridge& b) {
   known.swap(still);
   std::vector<char> released(dropped.size(), 0);
   {
-    nb::gil_scoped_release unlocked;  // the releases wait for the streams
+    gil_release unlocked;  // the releases wait for the streams
     for (std::size_t i = 0; i < dropped.size(); ++i) {
       try {
         context_use use;

@@ -26,10 +26,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <shared_mutex>
@@ -87,6 +89,69 @@ nb::object errors_module() {
 
 }  // namespace
 
+namespace {
+
+// The threads inside a gil_release, and the exit's mark (gil_release's comment).
+struct released_calls {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t inside = 0;  // threads between SaveThread and the end of RestoreThread
+  std::size_t parked = 0;  // of those, threads waiting for the process to end
+  bool exiting = false;
+  unsigned long main_thread = 0;  // the thread that finalises (it takes the GIL back)
+};
+
+released_calls& released() {
+  static auto* const calls = new released_calls();  // never destroyed: used until the end
+  return *calls;
+}
+
+// Python's atexit (registered at import; runs on the main thread with the GIL, before the
+// interpreter finalises). A call that never ends would hold the exit, so it waits 30 s at most.
+void settle_released_calls() {
+  released_calls& r = released();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.exiting = true;
+    r.main_thread = PyThread_get_thread_ident();
+  }
+  PyThreadState* const state = PyEval_SaveThread();
+  {
+    std::unique_lock<std::mutex> lock(r.mutex);
+    r.changed.wait_for(lock, std::chrono::seconds(30), [&] { return r.inside == r.parked; });
+  }
+  PyEval_RestoreThread(state);
+}
+
+}  // namespace
+
+gil_release::gil_release() {
+  released_calls& r = released();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    ++r.inside;
+  }
+  state_ = PyEval_SaveThread();
+}
+
+gil_release::~gil_release() {
+  released_calls& r = released();
+  {
+    std::unique_lock<std::mutex> lock(r.mutex);
+    if (r.exiting && PyThread_get_thread_ident() != r.main_thread) {
+      ++r.parked;
+      r.changed.notify_all();
+      lock.unlock();
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));  // the process is ending
+    }
+  }
+  PyEval_RestoreThread(state_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  --r.inside;
+  r.changed.notify_all();
+}
+
 std::shared_mutex& contexts_mutex() noexcept {
   static auto* const mutex = new std::shared_mutex();  // never destroyed: used until exit
   return *mutex;
@@ -96,7 +161,7 @@ context_use::context_use() {
   std::shared_mutex& m = contexts_mutex();
   if (m.try_lock_shared()) return;
   if (PyGILState_Check() != 0) {
-    nb::gil_scoped_release unlocked;  // the change in progress may need the GIL
+    gil_release unlocked;  // the change in progress may need the GIL
     m.lock_shared();
   } else {
     m.lock_shared();
@@ -188,6 +253,10 @@ NB_MODULE(_gpumem, m) {
   using namespace gpumem;
   using namespace gpumem::python;
   nb::register_exception_translator(&translate);
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function(&settle_released_calls));
+  // Objects that daemon threads still hold when the interpreter exits are never destroyed, by
+  // Python's design; nanobind would list each at exit as a leak.
+  nb::set_leak_warnings(false);
   add_block_allocation(m);
   add_numba_pointer(m);
   add_cupy_allocator(m);
@@ -255,15 +324,14 @@ NB_MODULE(_gpumem, m) {
       "max_cached_size"_a = pool_options{}.max_cached_size,
       "expandable"_a = pool_options{}.expandable,
       "trim_before_growth"_a = pool_options{}.trim_before_growth,
-      "wait_across_streams"_a = pool_options{}.wait_across_streams,
-      nb::call_guard<nb::gil_scoped_release>());
+      "wait_across_streams"_a = pool_options{}.wait_across_streams, nb::call_guard<gil_release>());
   m.def(
       "reset_memory_managers",
       [] {
         context_change change;
         reset_managers();
       },
-      nb::call_guard<nb::gil_scoped_release>());
+      nb::call_guard<gil_release>());
   m.def(
       "manager_name",
       [](std::optional<int> device) {
@@ -368,14 +436,14 @@ NB_MODULE(_gpumem, m) {
         context_use use;
         return manager_of(device).owning_context().pending_deallocations().flush();
       },
-      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
+      "device"_a = nb::none(), nb::call_guard<gil_release>());
   m.def(
       "reset",
       [](std::optional<int> device) {
         context_use use;
         manager_of(device).reset();
       },
-      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
+      "device"_a = nb::none(), nb::call_guard<gil_release>());
   m.def(
       "close",
       [](std::optional<int> device) {
@@ -385,7 +453,7 @@ NB_MODULE(_gpumem, m) {
         else
           gpumem::close();
       },
-      "device"_a = nb::none(), nb::call_guard<nb::gil_scoped_release>());
+      "device"_a = nb::none(), nb::call_guard<gil_release>());
   m.def(
       "_time_torch_pair",
       [](std::size_t iters, std::size_t bytes, int device, std::uintptr_t stream) {
@@ -467,7 +535,7 @@ NB_MODULE(_gpumem, m) {
         context_change change;
         gpumem::close_for_device_reset(device);
       },
-      "device"_a, nb::call_guard<nb::gil_scoped_release>(),
+      "device"_a, nb::call_guard<gil_release>(),
       "close(device) before the device's CUDA context is reset (Numba's cuda.close()): memory "
       "still live is left to the reset; its later frees make no device call.");
 }

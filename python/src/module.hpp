@@ -23,6 +23,26 @@ inline stream_handle to_stream(std::uintptr_t value) {
   return reinterpret_cast<stream_handle>(value);  // NOLINT: handles cross as integers
 }
 
+// The GIL released around work that may wait (as nb::call_guard<gil_release>, or a scope), as
+// nb::gil_scoped_release does, but safe at exit. Before Python 3.14, a thread that asks for the GIL
+// once the interpreter finalises is ended there (pthread_exit), and the unwinding through this
+// destructor (noexcept) and nanobind's handlers aborted the process whenever a daemon thread was
+// in flush() or close() at exit. So the extension's atexit handler (module.cpp) marks the exit
+// and waits, without the GIL, until every thread inside a gil_release has either taken the GIL
+// back or, done after the mark, parked: a thread other than the main one never takes the GIL back
+// after the mark but waits for the process to end. It holds nothing of gpumem's by then (the lock
+// below is taken inside it).
+class gil_release {
+ public:
+  gil_release();
+  ~gil_release();
+  gil_release(gil_release const&) = delete;
+  gil_release& operator=(gil_release const&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // The extension's uses of gpumem's contexts against their destruction. C++'s rule (context.hpp:
 // close() must not race with threads still using the contexts it destroys) does not hold by itself
 // in Python: close(), close_for_device_reset(), set_memory_manager() and reset_memory_managers()

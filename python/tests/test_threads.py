@@ -67,3 +67,40 @@ def test_contexts_closed_or_replaced_while_threads_allocate(manager, change):
                              capture_output=True, text=True, env=env, timeout=120)
         assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stderr)
         assert "gpumem [error]" not in out.stderr, out.stderr
+
+
+# A daemon thread inside a call that releases the GIL when the interpreter exits: Python ends such
+# a thread when it asks for the GIL back (pthread_exit before Python 3.14), which aborted the
+# process ("terminate called without an active exception") when the unwinding reached the
+# extension's frames. Objects that daemon threads still hold at exit were reported as leaks.
+_DAEMON_THREAD_AT_EXIT = r"""
+import sys, threading, time
+import gpumem
+
+call = sys.argv[1]
+gpumem.set_memory_manager("pool")
+
+def spin():
+    kept = []
+    while True:
+        kept.append(gpumem.allocate(123))
+        if len(kept) > 20:
+            kept.clear()
+        getattr(gpumem, call)()
+
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+print("exiting")
+"""
+
+
+@pytest.mark.parametrize("call", ["flush", "reset", "close", "reset_memory_managers"])
+def test_daemon_threads_in_gpumem_calls_at_exit(call):
+    env = dict(os.environ, GPUMEM_DEVICE="host")
+    for _ in range(3):
+        out = subprocess.run([sys.executable, "-c", _DAEMON_THREAD_AT_EXIT, call],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, (out.returncode, out.stderr)
+        assert out.stdout.strip() == "exiting"
+        assert out.stderr == "", out.stderr
