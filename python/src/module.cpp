@@ -29,6 +29,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -168,22 +169,37 @@ context_use::context_use() {
   }
 }
 
+namespace {
+
+// An error's text as a str: C++ messages may quote bytes that are not UTF-8 (a line of a binary
+// file given as an allocation log, a path), which shown escaped keep the error its type.
+nb::str message_of(std::exception const& e) {
+  char const* const text = e.what();
+  PyObject* const str =
+      PyUnicode_DecodeUTF8(text, static_cast<Py_ssize_t>(std::strlen(text)), "backslashreplace");
+  if (str == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(str);
+}
+
+}  // namespace
+
 void translate(std::exception_ptr const& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (out_of_memory const& e) {
     nb::object cls = errors_module().attr("OutOfMemoryError");
-    raise_python("OutOfMemoryError", cls(e.what(), e.requested_bytes(), e.allocator(),
+    raise_python("OutOfMemoryError", cls(message_of(e), e.requested_bytes(), e.allocator(),
                                          e.current_bytes(), e.peak_bytes()));
   } catch (not_supported const& e) {
-    raise_python("NotSupportedError", errors_module().attr("NotSupportedError")(e.what()));
+    raise_python("NotSupportedError", errors_module().attr("NotSupportedError")(message_of(e)));
   } catch (logic_error const& e) {
-    raise_python("InvalidArgumentError", errors_module().attr("InvalidArgumentError")(e.what()));
+    raise_python("InvalidArgumentError",
+                 errors_module().attr("InvalidArgumentError")(message_of(e)));
   } catch (cuda_error const& e) {
     nb::object cls = errors_module().attr("CudaError");
-    raise_python("CudaError", cls(e.what(), e.code(), e.code_name(), e.call()));
+    raise_python("CudaError", cls(message_of(e), e.code(), e.code_name(), e.call()));
   } catch (error const& e) {
-    raise_python("GpumemError", errors_module().attr("GpumemError")(e.what()));
+    raise_python("GpumemError", errors_module().attr("GpumemError")(message_of(e)));
   }
 }
 
