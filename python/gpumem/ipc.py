@@ -26,17 +26,22 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import Allocation, _gpumem
+from . import Allocation, _device, _exportable, _gpumem
 
 __all__ = ["export", "open"]
 
 
 def export(allocation: Allocation) -> bytes:
     """The IPC handle of ``allocation``'s memory as bytes (for ``open`` in another process)."""
-    return _gpumem.ipc_export(allocation)
+    return _gpumem.ipc_export(_exportable("gpumem.ipc.export", allocation))
 
 
 def open(handle: bytes, device: Optional[int] = None) -> Allocation:  # noqa: A001 (module API)
     """Maps the memory named by ``handle`` (from ``export`` in another process) on ``device``
     (None: the calling thread's current device) and returns an Allocation that owns the mapping."""
-    return _gpumem.ipc_open(bytes(handle), device)
+    # bytes(n) of an int would make n zero bytes (a terabyte for a large one), bytes(s) of a str
+    # fail with a message that names neither: only bytes-like handles are taken.
+    if not isinstance(handle, (bytes, bytearray, memoryview)):
+        raise TypeError(f"gpumem.ipc.open needs the handle's bytes (from gpumem.ipc.export), not "
+                        f"{type(handle).__name__} ({handle!r:.80})")
+    return _gpumem.ipc_open(bytes(handle), _device(device))
