@@ -19,7 +19,10 @@ from __future__ import annotations
 import argparse
 import base64
 import csv
+import html
 import io
+import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
@@ -42,43 +45,91 @@ class Timeline:
     live_at_peak: List[tuple]  # (size, pointer, time allocated), largest first
 
 
+# What the replay's parser (C++ parse_log, src/mr/log_replay.cpp) takes, so that a log drawn with
+# --held none reads as it does when replayed: sizes are decimal digits alone, pointers and streams
+# hexadecimal digits (with or without 0x; empty, 0, nil, null and (nil) are null), times finite,
+# non-negative decimals, plain seconds or up to three colon-separated fields (hh:mm:ss.ffffff).
+_DECIMAL = re.compile(r"[0-9]+")
+_HEX = re.compile(r"(?:0x)?([0-9a-f]+)")
+_TIME_FIELD = re.compile(r"\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?")
+
+
 def _parse_time(text: str) -> float:
     text = text.strip()
     if not text:
         return 0.0
-    if ":" in text:  # a time of day, hh:mm:ss.ffffff
-        h, m, s = text.split(":")
-        return int(h) * 3600 + int(m) * 60 + float(s)
-    return float(text)
+    fields = text.split(":")
+    seconds = 0.0
+    for field in fields:
+        if len(fields) > 3 or not _TIME_FIELD.fullmatch(field.lower()):
+            raise ValueError(f"bad time {text!r}")
+        seconds = seconds * 60 + float(field)
+    if not math.isfinite(seconds):
+        raise ValueError(f"bad time {text!r}")
+    return seconds
 
 
-def _parse_hex(text: str) -> int:
-    text = text.strip()
-    if text in ("", "(nil)"):
+def _parse_hex(text: str, what: str = "pointer") -> int:
+    text = text.strip().lower()
+    if text in ("", "0", "nil", "null", "(nil)"):
         return 0
-    return int(text, 16) if text.lower().startswith("0x") else int(text, 16 if text else 10)
+    match = _HEX.fullmatch(text)
+    if match is None or len(match.group(1)) > 16:
+        raise ValueError(f"bad {what} {text!r}")
+    return int(match.group(1), 16)
+
+
+def _parse_size(text: str) -> int:
+    text = text.strip()
+    if not _DECIMAL.fullmatch(text) or int(text) >= 1 << 64:
+        raise ValueError(f"bad size {text!r}")
+    return int(text)
 
 
 def read_log(path: str) -> List[Event]:
     """The events of a CSV log (columns Action, Pointer, Size required; Time, Stream optional)."""
+    try:
+        return _read_log(path)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not an allocation log (not text: {error})") from None
+
+
+def _read_log(path: str) -> List[Event]:
     events: List[Event] = []
     with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = {"Action", "Pointer", "Size"} - set(reader.fieldnames or [])
-        if missing:
-            raise ValueError(f"{path}: not an allocation log (missing columns {sorted(missing)})")
-        for n, row in enumerate(reader, start=2):
+        reader = csv.reader(f)
+        header, n = None, 0
+        for n, row in enumerate(reader, start=1):
+            if not any(field.strip() for field in row):
+                continue  # blank lines, as the replay skips them
+            if header is None:
+                # Column names in any case, as the replay reads them; the first of a repeated one.
+                header = {}
+                for i, name in enumerate(row):
+                    header.setdefault(name.strip().lower(), i)
+                missing = {"action", "pointer", "size"} - set(header)
+                if missing:
+                    raise ValueError(f"{path}: not an allocation log (missing columns "
+                                     f"{sorted(name.capitalize() for name in missing)})")
+                needed = 1 + max(header[c] for c in ("action", "pointer", "size", "time",
+                                                     "stream") if c in header)
+                continue
             try:
-                action = row["Action"].strip()
+                if len(row) < needed:
+                    raise ValueError(f"expected at least {needed} fields, got {len(row)}")
+                field = {c: row[i] for c, i in header.items() if i < len(row)}
+                action = field["action"].strip().lower()
                 if action == "deallocate":
                     action = "free"
                 if action not in ("allocate", "free", "allocate failure"):
                     raise ValueError(f"unknown action {action!r}")
-                events.append(Event(_parse_time(row.get("Time") or ""), action,
-                                    _parse_hex(row["Pointer"]), int(row["Size"]),
-                                    _parse_hex(row.get("Stream") or "")))
-            except (ValueError, KeyError) as error:
+                events.append(Event(_parse_time(field.get("time", "")), action,
+                                    _parse_hex(field["pointer"]), _parse_size(field["size"]),
+                                    _parse_hex(field.get("stream", ""), "stream")))
+            except ValueError as error:
                 raise ValueError(f"{path}:{n}: {error}") from None
+    if header is None:
+        raise ValueError(f"{path}: not an allocation log (empty: no header line)")
     return events
 
 
@@ -168,6 +219,7 @@ def render(t: Timeline, held: Optional[List[int]], title: str, output: str) -> N
         image = base64.b64encode(buffer.getvalue()).decode("ascii")
         rows = "".join(f"<tr><td>{_human(s)}</td><td>{s}</td><td>0x{p:x}</td><td>{b:.6f}</td></tr>"
                        for s, p, b in t.live_at_peak)
+        title = html.escape(title)
         with open(output, "w") as f:
             f.write(f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
                     f"</head><body><h1>{title}</h1><img src='data:image/png;base64,{image}'>"
@@ -179,6 +231,13 @@ def render(t: Timeline, held: Optional[List[int]], title: str, output: str) -> N
     plt.close(fig)
 
 
+def _count(text: str) -> int:
+    n = int(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpumem.plot", description=__doc__.split("\n")[0])
     parser.add_argument("log", help="CSV allocation log")
@@ -186,7 +245,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "format) or .html")
     parser.add_argument("--held", choices=("replay", "none"), default="replay",
                         help="draw the bytes a fresh pool holds when replaying the log")
-    parser.add_argument("--top", type=int, default=8, help="largest live allocations to label")
+    parser.add_argument("--top", type=_count, default=8,
+                        help="largest live allocations to label")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
@@ -195,7 +255,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"gpumem.plot: {error}", file=sys.stderr)
         return 2
     t = timeline(events, args.top)
-    held = replay_held(args.log, len(t.in_use)) if args.held == "replay" else None
+    try:
+        held = replay_held(args.log, len(t.in_use)) if args.held == "replay" else None
+    except (OSError, ValueError, MemoryError) as error:  # gpumem's errors are among these
+        print(f"gpumem.plot: replaying {args.log}: {error}", file=sys.stderr)
+        return 2
     if args.held == "replay" and held is None:
         print("gpumem.plot: the replay's events do not line up with the log's; held not drawn",
               file=sys.stderr)
