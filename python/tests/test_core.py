@@ -192,3 +192,22 @@ print("ok")
     assert out.stdout.strip() == "ok"
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) <= 1, out.stderr
+
+
+@pytest.mark.parametrize("manager", ["pool", "default", "async"])
+def test_the_legacy_default_stream_handle_is_a_stream(manager, capfd):
+    # cudaStreamLegacy (1) names the legacy default stream, as the null handle does. The host
+    # backend took it for a destroyed stream: the async manager's free failed (logged), and the
+    # block stayed in the statistics for ever.
+    from gpumem import _gpumem
+
+    gpumem.set_memory_manager(manager, 0)
+    a = gpumem.allocate(4096, stream=1, device=0)
+    assert a.ptr != 0
+    del a
+    _gpumem._stream_hold(1)()  # work queued on it runs
+    gpumem.flush(0)
+    s = gpumem.statistics(0)
+    assert s.bytes_in_use == 0 and s.allocations == 0, s
+    gpumem.release_stream(1, 0)
+    assert "gpumem [error]" not in capfd.readouterr().err

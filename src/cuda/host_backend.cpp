@@ -46,6 +46,9 @@ using namespace detail::host;
 
 // The per-thread default stream's handle, the value CUDA gives cudaStreamPerThread.
 stream_handle const per_thread_handle = reinterpret_cast<stream_handle>(std::uintptr_t{0x2});
+// cudaStreamLegacy: the legacy default stream, which the null handle names too (the host backend
+// has no per-thread default-stream compilation mode).
+stream_handle const legacy_handle = reinterpret_cast<stream_handle>(std::uintptr_t{0x1});
 
 // Moves whenever a host backend destroys a stream or is destroyed itself: a stream id a thread
 // remembers (host_backend::stream_id) is good while this has not moved.
@@ -272,7 +275,8 @@ class host_backend final : public detail::vmm_backend {
   // takes no lock shared by all threads (resolve's); a destroyed stream is still reported, since
   // its destruction forgets every remembered id.
   std::uint64_t stream_id(stream_handle stream) override {
-    if (stream == nullptr || stream == per_thread_handle) return resolve(stream).id;
+    if (stream == nullptr || stream == legacy_handle || stream == per_thread_handle)
+      return resolve(stream).id;
     remembered_stream_id& last = last_stream_id;
     std::uint64_t const generation = stream_generation.load(std::memory_order_acquire);
     if (last.backend == this && last.handle == stream && last.generation == generation)
@@ -401,7 +405,7 @@ class host_backend final : public detail::vmm_backend {
   // A destroyed stream is an error the caller sees (cudaErrorInvalidResourceHandle), as it
   // usually is on CUDA, never a use of freed memory: tests of stream lifetimes rely on it.
   stream_impl& resolve(stream_handle stream) {
-    if (stream == nullptr) return default_stream();
+    if (stream == nullptr || stream == legacy_handle) return default_stream();
     if (stream == per_thread_handle) return this_thread_stream();
     std::lock_guard<std::mutex> lock(mutex_);
     if (streams_.count(stream) == 0)

@@ -109,6 +109,24 @@ TEST(cuda_copy, per_thread_default_stream_carries_async_work) {
   EXPECT_TRUE(has_pattern(dst.as<std::uint8_t>(), n, 3));
 }
 
+// cudaStreamLegacy (handle 1) names the legacy default stream, as the null handle does: work,
+// stream-ordered allocations and their frees on it are valid (the host backend took it for a
+// destroyed stream, so a free on it failed after the allocation had succeeded).
+TEST(cuda_copy, legacy_default_stream_handle_carries_async_work) {
+  auto& b = backend();
+  std::size_t const n = 64 * KiB;
+  pinned_buffer src(n), dst(n);
+  fill_pattern(src.as<std::uint8_t>(), n, 5);
+  auto const legacy = reinterpret_cast<gpumem::stream_handle>(std::uintptr_t{1});
+  void* const a = b.allocate_async(n, legacy);
+  b.copy_async(a, src.get(), n, legacy);
+  b.copy_async(dst.get(), a, n, legacy);
+  b.deallocate_async(a, legacy);
+  b.synchronize_stream(legacy);
+  EXPECT_TRUE(b.query_stream(legacy));
+  EXPECT_TRUE(has_pattern(dst.as<std::uint8_t>(), n, 5));
+}
+
 // cudaStreamPerThread is one handle naming each thread's own stream: work one thread holds back
 // on it does not hold back another thread (also not a later thread given the first one's id).
 TEST(cuda_stream, per_thread_default_stream_is_each_threads_own) {
