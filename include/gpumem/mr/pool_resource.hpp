@@ -227,15 +227,15 @@ struct pool_statistics {
 // that device.
 //
 // Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
-// call release_stream(s) before destroying s (any use of a destroyed stream's handle is undefined
-// on CUDA; where the backend reports it, as the host backend does, a stream destroyed without it is
-// found at the next trim, reclaim or out-of-memory and its memory comes back after a device
-// synchronisation). The pool
-// keys its per-stream state (arenas, fences, the threads' stacks) by device_backend::stream_id
-// (cuStreamGetId), which is never reused, not by handle: a stream created later at a destroyed
-// stream's address starts with nothing of the old one's, and the old one's entry goes once released
-// and empty (rmm#649). Allocations ask the id; a free finds the calling thread's last cache by
-// handle (docs/mr.md says why that is safe).
+// call release_stream(s) before destroying s. Any use of a destroyed stream's handle is undefined
+// on CUDA, and driver 580 kills the process on one: the pool's later trim, reclaim or out-of-memory
+// path may ask that stream. Where the backend reports it, as the host backend does, a stream
+// destroyed without release_stream is found at the next trim, reclaim or out-of-memory, and its
+// memory comes back after a device synchronisation. The pool keys its per-stream state (arenas,
+// fences, the threads' stacks) by device_backend::stream_id (cuStreamGetId), which is never reused,
+// not by handle: a stream created later at a destroyed stream's address starts with nothing of the
+// old one's, and the old one's entry goes once released and empty (rmm#649). Allocations ask the
+// id; a free finds the calling thread's last cache by handle (docs/mr.md says why that is safe).
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
 // their thread (thread_local, keyed by pool and stream). Each stream's arena has its own lock: a
