@@ -62,26 +62,37 @@ void* host_ipc::open(ipc_memory_handle const& handle) {
              std::to_string(payload.offset) + ", a range that wraps the address space");
   std::string const path =
       "/proc/" + std::to_string(payload.pid) + "/fd/" + std::to_string(payload.fd);
-  int const fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
-         "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
   // The handle's fields are data (from another process, a file, a socket): the descriptor must be
   // the exporter's arena, and the range must lie inside it. Else the mapping would be of some
-  // other file of the exporter, or reach past the end of the arena, where a touch is SIGBUS.
-  // (What this process opened is checked, not the exporter's descriptor number, which the
-  // exporter may have reused meanwhile.)
-  std::string const opened = "/proc/self/fd/" + std::to_string(fd);
-  char target[256] = {};
-  ssize_t const target_length = ::readlink(opened.c_str(), target, sizeof target - 1);
-  std::string const arena_name = std::string("/memfd:") + host_arena::memfd_name;
-  struct stat status {};
-  if (target_length < 0 || std::string(target).compare(0, arena_name.size(), arena_name) != 0 ||
-      ::fstat(fd, &status) != 0) {
-    ::close(fd);
+  // other file of the exporter, or reach past the end of the arena, where a touch is SIGBUS. What
+  // the descriptor names is checked before it is opened (readlink and stat open nothing): opening
+  // a FIFO or a device node is an effect of its own (a reader or writer appears, a terminal
+  // becomes the controlling one, an open blocks). The open then takes no terminal and does not
+  // block, and what it opened must be the file checked: the exporter may have reused the
+  // descriptor number meanwhile.
+  auto const not_an_arena = [&] {
     fail(invalid_resource_handle, "cudaErrorInvalidResourceHandle", "ipc_open",
          "the handle names descriptor " + std::to_string(payload.fd) + " of process " +
              std::to_string(payload.pid) + ", which is not a host backend's device memory");
+  };
+  std::string const arena_name = std::string("/memfd:") + host_arena::memfd_name;
+  char target[256] = {};
+  ssize_t const target_length = ::readlink(path.c_str(), target, sizeof target - 1);
+  if (target_length < 0)
+    fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
+         "cannot read " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
+  struct stat named {};
+  if (std::string(target).compare(0, arena_name.size(), arena_name) != 0 ||
+      ::stat(path.c_str(), &named) != 0 || !S_ISREG(named.st_mode))
+    not_an_arena();
+  int const fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    fail(map_failed, "cudaErrorMapBufferObjectFailed", "ipc_open",
+         "cannot open " + path + ": " + strerror(errno) + " (has the exporting process exited?)");
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || status.st_dev != named.st_dev || status.st_ino != named.st_ino) {
+    ::close(fd);
+    not_an_arena();
   }
   if (end > static_cast<std::uint64_t>(status.st_size)) {
     ::close(fd);

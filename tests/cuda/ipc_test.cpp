@@ -12,6 +12,8 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,5 +168,63 @@ TEST(cuda_ipc, a_forged_host_handle_is_refused_by_the_child_not_mapped) {
   other_file.fd = file;
   other_file.offset = 0;
   EXPECT_EQ(run_child({forged(other_file), "0", "0", "1"}), 4);
+  ::close(file);
+}
+
+// The opening process checks what a handle's descriptor names before it opens it: opening is
+// itself an effect on a FIFO or a device node (a reader or writer appears, a terminal becomes the
+// controlling one, an open blocks), so a descriptor that is not the exporter's arena is refused
+// unopened. Seen through inotify: the file the forged handle names gets no open event.
+TEST(cuda_ipc, a_forged_host_handle_naming_a_fifo_or_file_is_not_opened) {
+  if (gpumem::test::on_cuda()) GTEST_SKIP() << "the host backend's handle layout";
+  struct host_payload {
+    std::uint8_t magic[8];
+    std::int32_t pid;
+    std::int32_t fd;
+    std::uint64_t offset;
+    std::uint64_t size;
+  };
+  auto& b = backend();
+  device_buffer buffer(4 * KiB);
+  gpumem::ipc_memory_handle const real = b.ipc_get_handle(buffer.get());
+  auto forged_naming = [&](int fd) {
+    host_payload p{};
+    std::memcpy(&p, real.data(), sizeof p);
+    p.fd = fd;
+    p.offset = 0;
+    gpumem::ipc_memory_handle handle = real;
+    std::memcpy(handle.data(), &p, sizeof p);
+    return gpumem::test::to_hex(handle);
+  };
+  // Whether the child opened the file of this process's descriptor `fd` (its exit status is 4).
+  auto opened_by_the_child = [&](int fd) {
+    int const watch = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    EXPECT_GE(watch, 0) << std::strerror(errno);
+    std::string const self = "/proc/self/fd/" + std::to_string(fd);
+    EXPECT_GE(::inotify_add_watch(watch, self.c_str(), IN_OPEN), 0) << std::strerror(errno);
+    EXPECT_EQ(run_child({forged_naming(fd), "0", "0", "1"}), 4);
+    alignas(inotify_event) char events[4096];
+    bool const opened = ::read(watch, events, sizeof events) > 0;
+    ::close(watch);
+    return opened;
+  };
+
+  char dir[] = "/tmp/gpumem_ipc_fifo_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr) << std::strerror(errno);
+  std::string const fifo_path = std::string(dir) + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo_path.c_str(), 0600), 0) << std::strerror(errno);
+  int const fifo = ::open(fifo_path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  ::unlink(fifo_path.c_str());
+  ::rmdir(dir);
+  ASSERT_GE(fifo, 0) << std::strerror(errno);
+  EXPECT_FALSE(opened_by_the_child(fifo)) << "a FIFO the exporter has open";
+  ::close(fifo);
+
+  char name[] = "/tmp/gpumem_ipc_forged_XXXXXX";
+  int const file = ::mkstemp(name);
+  ASSERT_GE(file, 0) << std::strerror(errno);
+  ::unlink(name);
+  ASSERT_EQ(::ftruncate(file, 8 * KiB), 0);
+  EXPECT_FALSE(opened_by_the_child(file)) << "a regular file the exporter has open";
   ::close(file);
 }
