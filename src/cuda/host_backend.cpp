@@ -22,6 +22,8 @@
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -154,15 +156,17 @@ class host_backend final : public detail::vmm_backend {
 
   // --- pinned / mapped host memory ---
   void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
-    // Whole pages, as cudaHostAlloc; a size whose round-up would wrap (to 0 bytes: a block smaller
-    // than the request) or that no allocation may have is out of memory.
+    // Whole pages, as cudaHostAlloc (overlaps() relies on it: no two share a page); a size whose
+    // round-up would wrap (to 0 bytes: a block smaller than the request) or that no allocation
+    // may have is out of memory.
+    std::size_t const page = page_size();
     std::size_t rounded = 0;
     if (bytes > max_allocation_bytes ||
-        !round_up_checked(std::max<std::size_t>(bytes, 1), 4096, rounded))
+        !round_up_checked(std::max<std::size_t>(bytes, 1), page, rounded))
       throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0,
                           "cannot allocate " + std::to_string(bytes) +
                               " bytes: above the largest allocation gpumem serves");
-    void* p = std::aligned_alloc(4096, rounded);
+    void* p = std::aligned_alloc(page, rounded);
     if (p == nullptr)
       throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0, "aligned_alloc failed");
     std::lock_guard<std::mutex> lock(mutex_);
@@ -449,13 +453,19 @@ class host_backend final : public detail::vmm_backend {
     managed_.erase(ptr);
   }
 
+  // The host's page size, as the arena, IPC and virtual memory use it.
+  static std::size_t page_size() noexcept {
+    static std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    return page;
+  }
+
   // Whether [ptr, ptr + bytes), widened to whole pages, shares a page with a range of `table` (its
   // ranges, widened alike, do not overlap one another). Caller holds mutex_; the range does not
   // wrap (register_host checked).
   static bool overlaps(std::map<void*, host_range> const& table, void* ptr, std::size_t bytes) {
-    constexpr std::uintptr_t page = 4096;
-    auto const page_start = [](std::uintptr_t a) { return a / page * page; };
-    auto const page_end = [](std::uintptr_t a, std::size_t n) {
+    std::uintptr_t const page = page_size();
+    auto const page_start = [page](std::uintptr_t a) { return a / page * page; };
+    auto const page_end = [page](std::uintptr_t a, std::size_t n) {
       std::uintptr_t const last = a + std::max<std::size_t>(n, 1) - 1;  // no wrap: checked
       return last / page * page + page;  // 0 past the top page: compared as "the end" below
     };

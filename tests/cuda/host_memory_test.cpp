@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -20,9 +22,12 @@ using gpumem::test::pinned_buffer;
 
 namespace {
 
+// The host's page size (4 KiB on x86-64; 64 KiB on some ARM machines).
+std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
 // Page-aligned ordinary heap memory, as a user would hand to register_host.
 struct heap_pages {
-  explicit heap_pages(std::size_t n) : bytes(n), ptr(std::aligned_alloc(4096, n)) {}
+  explicit heap_pages(std::size_t n) : bytes(n), ptr(std::aligned_alloc(page, n)) {}
   ~heap_pages() { std::free(ptr); }
   heap_pages(heap_pages const&) = delete;
   heap_pages& operator=(heap_pages const&) = delete;
@@ -138,19 +143,25 @@ int register_code(void* ptr, std::size_t bytes) {
 // host memory to register. The codes were checked on an H200.
 TEST(cuda_host_memory, a_registration_overlapping_another_is_refused_wherever_it_starts) {
   auto& b = backend();
-  heap_pages pages(16 * KiB);
+  heap_pages pages(4 * page);
   auto* const p = static_cast<std::uint8_t*>(pages.ptr);
-  b.register_host(p + 4 * KiB, 4 * KiB, false, false);
-  EXPECT_EQ(register_code(p, 12 * KiB), 712);            // starts before, reaches in
-  EXPECT_EQ(register_code(p, 4 * KiB + 1), 712);         // one byte into it
-  EXPECT_EQ(register_code(p + 4 * KiB + 100, 10), 712);  // inside it
-  EXPECT_EQ(register_code(p + 8 * KiB, 4 * KiB), 0);     // the next page: not overlapping
-  b.unregister_host(p + 8 * KiB);
-  b.unregister_host(p + 4 * KiB);
+  b.register_host(p + page, page, false, false);
+  EXPECT_EQ(register_code(p, 3 * page), 712);         // starts before, reaches in
+  EXPECT_EQ(register_code(p, page + 1), 712);         // one byte into it
+  EXPECT_EQ(register_code(p + page + 100, 10), 712);  // inside it
+  EXPECT_EQ(register_code(p + 2 * page, page), 0);    // the next page: not overlapping
+  b.unregister_host(p + 2 * page);
+  b.unregister_host(p + page);
 
-  b.register_host(p + 100, 4000, false, false);
-  EXPECT_EQ(register_code(p + 4000, 200), 712);  // shares the first page
+  b.register_host(p + 100, page - 200, false, false);
+  EXPECT_EQ(register_code(p + page - 100, 50), 712);  // shares the first page
   b.unregister_host(p + 100);
+
+  // Pages are the host's, not 4 KiB ones: two ranges half a page apart share a page (this was
+  // accepted where pages are larger than 4 KiB).
+  b.register_host(p, 100, false, false);
+  EXPECT_EQ(register_code(p + page / 2, 100), 712);
+  b.unregister_host(p);
 
   device_buffer d(4 * KiB);
   EXPECT_EQ(register_code(d.get(), 4 * KiB), 1);  // cudaErrorInvalidValue
