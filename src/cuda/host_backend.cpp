@@ -146,6 +146,7 @@ class host_backend final : public detail::vmm_backend {
     if (p != nullptr) {
       std::lock_guard<std::mutex> lock(mutex_);
       managed_.insert(p);
+      live_managed_.store(managed_.size(), std::memory_order_release);
     }
     return p;
   }
@@ -381,7 +382,7 @@ class host_backend final : public detail::vmm_backend {
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is not the base of an allocation");
     bool managed = false;
-    {
+    if (live_managed_.load(std::memory_order_acquire) != 0) {
       std::lock_guard<std::mutex> lock(mutex_);
       managed = managed_.count(allocation_base) != 0;
     }
@@ -446,11 +447,13 @@ class host_backend final : public detail::vmm_backend {
   }
 
   // A managed allocation at `ptr` is being freed (by any of the frees, as cudaFree frees both):
-  // erased before the arena can hand the address to a device allocation.
+  // erased before the arena can hand the address to a device allocation. One atomic load while no
+  // managed allocation is live, so that frees of device memory do not contend on mutex_ (the
+  // allocation of a managed `ptr` happened before its free, so its count is seen).
   void forget_managed(void* ptr) {
-    if (ptr == nullptr) return;
+    if (ptr == nullptr || live_managed_.load(std::memory_order_acquire) == 0) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    managed_.erase(ptr);
+    if (managed_.erase(ptr) != 0) live_managed_.store(managed_.size(), std::memory_order_release);
   }
 
   // The host's page size, as the arena, IPC and virtual memory use it.
@@ -500,7 +503,8 @@ class host_backend final : public detail::vmm_backend {
   std::size_t release_threshold_ = 0;
   std::map<void*, host_range> pinned_;
   std::map<void*, host_range> registered_;
-  std::unordered_set<void*> managed_;  // bases of allocate_managed's live allocations
+  std::unordered_set<void*> managed_;         // bases of allocate_managed's live allocations
+  std::atomic<std::size_t> live_managed_{0};  // managed_.size(), read without mutex_
   host_ipc ipc_;
   std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;

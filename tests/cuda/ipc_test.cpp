@@ -117,6 +117,16 @@ TEST(cuda_ipc, exporting_managed_memory_is_an_error) {
   // Device memory, at the address the managed memory had if it is given that, exports as usual.
   device_buffer d(4 * KiB);
   EXPECT_NO_THROW((void)b.ipc_get_handle(d.get()));
+  // Any free forgets a managed allocation, also while others are live (the host backend counts
+  // them so that frees take no lock while there are none): what the freed one's address is given
+  // next exports, the one still live does not.
+  void* const kept = b.allocate_managed(4 * KiB, true);
+  void* const freed = b.allocate_managed(4 * KiB, true);
+  b.deallocate(freed);
+  device_buffer reused(4 * KiB);
+  EXPECT_NO_THROW((void)b.ipc_get_handle(reused.get()));
+  EXPECT_THROW((void)b.ipc_get_handle(kept), gpumem::cuda_error);
+  b.deallocate_managed(kept);
 }
 
 TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
