@@ -1,33 +1,31 @@
 // The host backend: a simulated device in host memory (see device_backend.hpp).
 //
 // Device and managed memory come from one host_arena (host_arena.hpp), which also makes IPC across
-// processes possible; pinned and registered host memory are tables of host ranges; streams and
-// events are host_stream.hpp's work queues; virtual memory maps chunks of the arena into reserved
-// address ranges (host_vmm.hpp, checked by vmm_registry.hpp).
+// processes possible; which of its allocations are managed is host_managed.hpp's; pinned and
+// registered host memory are tables of host ranges (host_page_locked.hpp); streams and events are
+// host_stream.hpp's work queues; virtual memory maps chunks of the arena into reserved address
+// ranges (host_vmm.hpp, checked by vmm_registry.hpp).
 //
-// Thread safety: the arena, the streams, the IPC mappings and the virtual-memory registry have
-// their own locks; one mutex guards the host-range, stream and event tables (and the streams a
-// test marked as captured: simulate_stream_capture).
+// Thread safety: the arena, the managed and page-locked tables, the streams, the IPC mappings and
+// the virtual-memory registry have their own locks; one mutex guards the stream and event tables
+// (and the streams a test marked as captured: simulate_stream_capture).
 #include "host_arena.hpp"
 #include "host_errors.hpp"
 #include "host_ipc.hpp"
+#include "host_managed.hpp"
+#include "host_page_locked.hpp"
 #include "host_stream.hpp"
 #include "host_vmm.hpp"
 #include "vmm_registry.hpp"
 
-#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/config.hpp>
 #include <gpumem/core/detail/thread_identity.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/cuda/device_backend.hpp>
 
-#include <unistd.h>
-
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
@@ -77,8 +75,6 @@ class host_backend final : public detail::vmm_backend {
     per_thread_streams_.clear();
     streams_.clear();
     vmm_.release_all();
-    for (auto& entry : pinned_)
-      std::free(entry.first);
   }
 
   backend_kind kind() const noexcept override { return backend_kind::host; }
@@ -122,7 +118,7 @@ class host_backend final : public detail::vmm_backend {
   // --- device memory ---
   void* allocate(std::size_t bytes) override { return arena_.allocate(bytes, "allocate"); }
   void deallocate(void* ptr) override {
-    forget_managed(ptr);
+    managed_.forget(ptr);
     arena_.free(ptr, "deallocate");
   }
   void* allocate_async(std::size_t bytes, stream_handle) override {
@@ -131,7 +127,7 @@ class host_backend final : public detail::vmm_backend {
   void deallocate_async(void* ptr, stream_handle stream) override {
     if (ptr == nullptr) return;
     arena_.check_live(ptr, "deallocate_async");
-    forget_managed(ptr);
+    managed_.forget(ptr);
     // Stream-ordered: the memory returns to the device when the stream reaches the free.
     resolve(stream).enqueue([this, ptr] { arena_.free(ptr, "deallocate_async"); });
   }
@@ -143,88 +139,30 @@ class host_backend final : public detail::vmm_backend {
 
   void* allocate_managed(std::size_t bytes, bool) override {
     void* const p = arena_.allocate(bytes, "allocate_managed");
-    if (p != nullptr) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      managed_.insert(p);
-      live_managed_.store(managed_.size(), std::memory_order_release);
-    }
+    if (p != nullptr) managed_.add(p);
     return p;
   }
   void deallocate_managed(void* ptr) override {
-    forget_managed(ptr);
+    managed_.forget(ptr);
     arena_.free(ptr, "deallocate_managed");
   }
 
-  // --- pinned / mapped host memory ---
+  // --- pinned / mapped host memory (host_page_locked.hpp) ---
   void* allocate_pinned(std::size_t bytes, host_alloc_flags flags) override {
-    // Whole pages, as cudaHostAlloc (overlaps() relies on it: no two share a page); a size whose
-    // round-up would wrap (to 0 bytes: a block smaller than the request) or that no allocation
-    // may have is out of memory.
-    std::size_t const page = page_size();
-    std::size_t rounded = 0;
-    if (bytes > max_allocation_bytes ||
-        !round_up_checked(std::max<std::size_t>(bytes, 1), page, rounded))
-      throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0,
-                          "cannot allocate " + std::to_string(bytes) +
-                              " bytes: above the largest allocation gpumem serves");
-    void* p = std::aligned_alloc(page, rounded);
-    if (p == nullptr)
-      throw out_of_memory(bytes, "host backend (pinned host memory)", 0, 0, "aligned_alloc failed");
-    std::lock_guard<std::mutex> lock(mutex_);
-    pinned_[p] = host_range{bytes, flags.mapped};
-    return p;
+    return page_locked_.allocate_pinned(bytes, flags);
   }
-  void deallocate_pinned(void* ptr) override {
-    if (ptr == nullptr) return;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = pinned_.find(ptr);
-      if (it == pinned_.end())
-        fail(invalid_value, "cudaErrorInvalidValue", "deallocate_pinned",
-             pointer_text(ptr) + " is not pinned memory allocated by this backend");
-      pinned_.erase(it);
-    }
-    std::free(ptr);
-  }
+  void deallocate_pinned(void* ptr) override { page_locked_.deallocate_pinned(ptr); }
   void register_host(void* ptr, std::size_t bytes, bool mapped, bool) override {
-    if (ptr == nullptr || bytes == 0)
-      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
-           "null pointer or zero size (" + pointer_text(ptr) + ", " + std::to_string(bytes) + ")");
-    std::size_t end = 0;
-    if (!checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end))
-      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
-           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
-               " wraps the address space");
-    // As CUDA (checked on an H200): device memory and pinned memory of allocate_pinned are not
-    // host memory to register (cudaErrorInvalidValue), and a registration pins whole pages, so a
-    // range that shares a page with a registered one, wherever it starts, is refused.
+    page_locked_memory::check_range(ptr, bytes);
+    // As CUDA (checked on an H200): device memory is not host memory to register.
     if (arena_.find(ptr) || ipc_.find(ptr))
       fail(invalid_value, "cudaErrorInvalidValue", "register_host",
            pointer_text(ptr) + " is device memory, not host memory");
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (overlaps(pinned_, ptr, bytes))
-      fail(invalid_value, "cudaErrorInvalidValue", "register_host",
-           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
-               " overlaps pinned memory of allocate_pinned");
-    if (overlaps(registered_, ptr, bytes))
-      fail(host_memory_registered, "cudaErrorHostMemoryAlreadyRegistered", "register_host",
-           "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
-               " overlaps (a page of) a registered range");
-    registered_[ptr] = host_range{bytes, mapped};
+    page_locked_.register_host(ptr, bytes, mapped);
   }
-  void unregister_host(void* ptr) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (registered_.erase(ptr) == 0)
-      fail(host_memory_not_registered, "cudaErrorHostMemoryNotRegistered", "unregister_host",
-           pointer_text(ptr) + " is not registered");
-  }
+  void unregister_host(void* ptr) override { page_locked_.unregister_host(ptr); }
   void* mapped_device_pointer(void* host_ptr) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    host_range const* range = find_host_range(host_ptr);
-    if (range == nullptr || !range->mapped)
-      fail(invalid_value, "cudaErrorInvalidValue", "mapped_device_pointer",
-           pointer_text(host_ptr) + " is not mapped host memory");
-    return host_ptr;  // unified addressing: the device sees the host address
+    return page_locked_.mapped_device_pointer(host_ptr);
   }
 
   // --- copies ---
@@ -381,12 +319,8 @@ class host_backend final : public detail::vmm_backend {
     if (range.base != allocation_base)
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is not the base of an allocation");
-    bool managed = false;
-    if (live_managed_.load(std::memory_order_acquire) != 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      managed = managed_.count(allocation_base) != 0;
-    }
-    if (managed)  // as cudaIpcGetMemHandle (checked on an H200): IPC exports device memory only
+    if (managed_.contains(allocation_base))  // as cudaIpcGetMemHandle (checked on an H200): IPC
+                                             // exports device memory only
       fail(invalid_value, "cudaErrorInvalidValue", "ipc_get_handle",
            pointer_text(allocation_base) + " is managed memory, which IPC cannot export");
     return host_ipc::export_range(arena_, range);
@@ -398,11 +332,6 @@ class host_backend final : public detail::vmm_backend {
   detail::vmm_registry& vmm() noexcept override { return vmm_; }
 
  private:
-  struct host_range {
-    std::size_t size;
-    bool mapped;
-  };
-
   stream_impl& default_stream() {
     std::call_once(default_once_, [this] { default_stream_ = std::make_unique<stream_impl>(); });
     return *default_stream_;
@@ -446,65 +375,12 @@ class host_backend final : public detail::vmm_backend {
     return it->second;
   }
 
-  // A managed allocation at `ptr` is being freed (by any of the frees, as cudaFree frees both):
-  // erased before the arena can hand the address to a device allocation. One atomic load while no
-  // managed allocation is live, so that frees of device memory do not contend on mutex_ (the
-  // allocation of a managed `ptr` happened before its free, so its count is seen).
-  void forget_managed(void* ptr) {
-    if (ptr == nullptr || live_managed_.load(std::memory_order_acquire) == 0) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (managed_.erase(ptr) != 0) live_managed_.store(managed_.size(), std::memory_order_release);
-  }
-
-  // The host's page size, as the arena, IPC and virtual memory use it.
-  static std::size_t page_size() noexcept {
-    static std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-    return page;
-  }
-
-  // Whether [ptr, ptr + bytes), widened to whole pages, shares a page with a range of `table` (its
-  // ranges, widened alike, do not overlap one another). Caller holds mutex_; the range does not
-  // wrap (register_host checked).
-  static bool overlaps(std::map<void*, host_range> const& table, void* ptr, std::size_t bytes) {
-    std::uintptr_t const page = page_size();
-    auto const page_start = [page](std::uintptr_t a) { return a / page * page; };
-    auto const page_end = [page](std::uintptr_t a, std::size_t n) {
-      std::uintptr_t const last = a + std::max<std::size_t>(n, 1) - 1;  // no wrap: checked
-      return last / page * page + page;  // 0 past the top page: compared as "the end" below
-    };
-    std::uintptr_t const start = page_start(reinterpret_cast<std::uintptr_t>(ptr));
-    std::uintptr_t const end = page_end(reinterpret_cast<std::uintptr_t>(ptr), bytes);
-    // The last range that starts on a page before `end`: if it does not reach `start`, no range
-    // before it does.
-    auto it = end == 0 ? table.end() : table.lower_bound(reinterpret_cast<void*>(end));
-    if (it == table.begin()) return false;
-    --it;
-    std::uintptr_t const other_end =
-        page_end(reinterpret_cast<std::uintptr_t>(it->first), it->second.size);
-    return other_end == 0 || other_end > start;
-  }
-
-  // Caller holds mutex_.
-  host_range const* find_host_range(void const* ptr) const {
-    auto const* p = static_cast<std::uint8_t const*>(ptr);
-    for (auto const* table : {&pinned_, &registered_}) {
-      auto it = table->upper_bound(const_cast<void*>(ptr));
-      if (it == table->begin()) continue;
-      --it;
-      auto const* start = static_cast<std::uint8_t const*>(it->first);
-      if (p >= start && p < start + std::max<std::size_t>(it->second.size, 1)) return &it->second;
-    }
-    return nullptr;
-  }
-
   host_arena arena_;
   detail::vmm_registry vmm_;  // after arena_: its operations use the arena
   std::mutex mutex_;
   std::size_t release_threshold_ = 0;
-  std::map<void*, host_range> pinned_;
-  std::map<void*, host_range> registered_;
-  std::unordered_set<void*> managed_;         // bases of allocate_managed's live allocations
-  std::atomic<std::size_t> live_managed_{0};  // managed_.size(), read without mutex_
+  managed_allocations managed_;
+  page_locked_memory page_locked_;
   host_ipc ipc_;
   std::map<stream_impl*, std::shared_ptr<stream_impl>> streams_;  // owned; keyed by handle
   std::unordered_map<event_impl*, std::shared_ptr<event_impl>> events_;
