@@ -65,6 +65,50 @@ TEST_F(memory_pointer_test, finalizer_runs_exactly_once_when_the_last_owner_goes
   EXPECT_EQ(runs, 1);
 }
 
+// A moved-from pointer is empty as a default-constructed one is: no owner, null address, device
+// -1 and no context (it used to keep all but the owner, so device() named a device and
+// owning_context() a context, possibly closed since, of a pointer that owns nothing). A copy
+// keeps everything; the pointer moved to has what the source had.
+TEST_F(memory_pointer_test, a_moved_from_pointer_is_empty_as_a_default_constructed_one) {
+  auto expect_empty = [](memory_pointer const& p) {
+    EXPECT_FALSE(p);
+    EXPECT_EQ(p.use_count(), 0);
+    EXPECT_EQ(p.device(), -1);
+    EXPECT_EQ(p.device_pointer(), nullptr);
+    EXPECT_EQ(p.size(), 0u);
+    EXPECT_EQ(p.offset_in_owner(), 0u);
+    EXPECT_THROW((void)p.owning_context(), logic_error);
+  };
+  auto expect_view = [&](memory_pointer const& p) {
+    EXPECT_TRUE(p);
+    EXPECT_EQ(p.device(), ctx.device());
+    EXPECT_EQ(p.device_pointer(), storage + 16);
+    EXPECT_EQ(p.size(), 32u);
+    EXPECT_EQ(p.offset_in_owner(), 16u);
+    EXPECT_EQ(&p.owning_context(), &ctx);
+  };
+  expect_empty(memory_pointer());
+  memory_pointer const owner(ctx, storage, sizeof storage);
+  memory_pointer source = owner.view(16, 32);
+  memory_pointer const copy = source;  // NOLINT(performance-unnecessary-copy-initialization)
+  expect_view(copy);
+  expect_view(source);
+
+  memory_pointer constructed = std::move(source);
+  expect_view(constructed);
+  expect_empty(source);  // NOLINT(bugprone-use-after-move): what is checked
+
+  memory_pointer assigned = owner;
+  assigned = std::move(constructed);
+  expect_view(assigned);
+  expect_empty(constructed);        // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(owner.use_count(), 3);  // owner, copy, assigned
+
+  memory_pointer& alias = assigned;
+  assigned = std::move(alias);  // self-move leaves it as it was
+  expect_view(assigned);
+}
+
 TEST_F(memory_pointer_test, finalizer_runs_once_when_owners_die_on_many_threads) {
   std::atomic<int> runs{0};
   {

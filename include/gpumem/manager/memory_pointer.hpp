@@ -15,7 +15,8 @@
 // AutoFreePointer's to its reference count; in C++ both are the same thing (shared ownership), so
 // auto_free_pointer exists for parity and as a distinct type, not for a different behaviour.
 // Copy shares (use_count + 1), move transfers (use_count unchanged). A default-constructed
-// pointer owns nothing (use_count 0, null address).
+// pointer owns nothing (use_count 0, null address, device() -1); a moved-from memory_pointer is
+// such an empty pointer.
 //
 // The finalizer usually hands the memory back to its manager (which may defer the real free).
 // Finalizers must not throw; if one does, the error is logged and swallowed (destructors are
@@ -33,6 +34,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <utility>
 
 namespace gpumem {
 
@@ -72,6 +74,29 @@ int context_device(context const& ctx) noexcept;
 class memory_pointer {
  public:
   memory_pointer() = default;
+  memory_pointer(memory_pointer const&) = default;
+  memory_pointer& operator=(memory_pointer const&) = default;
+  // Leaves `other` empty, as a default-constructed pointer (not only without an owner: no
+  // address, no context, device() -1).
+  memory_pointer(memory_pointer&& other) noexcept
+      : ctx_(std::exchange(other.ctx_, nullptr)),
+        device_(std::exchange(other.device_, -1)),
+        ptr_(std::exchange(other.ptr_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        offset_(std::exchange(other.offset_, 0)),
+        owner_(std::move(other.owner_)) {}
+  memory_pointer& operator=(memory_pointer&& other) noexcept {
+    if (this != &other) {
+      ctx_ = std::exchange(other.ctx_, nullptr);
+      device_ = std::exchange(other.device_, -1);
+      ptr_ = std::exchange(other.ptr_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      offset_ = std::exchange(other.offset_, 0);
+      owner_ = std::move(other.owner_);  // last: may run the previous owner's finalizer
+    }
+    return *this;
+  }
+  ~memory_pointer() = default;
   // Owns [ptr, ptr + size) of memory allocated in `ctx`; `finalizer` (may be empty) runs once
   // when the last owner goes.
   memory_pointer(context& ctx, void* ptr, std::size_t size, std::function<void()> finalizer = {});
