@@ -222,6 +222,63 @@ TEST_F(context_test, a_factory_given_to_set_memory_manager_that_throws_is_an_err
   }
 }
 
+// gpumem's own errors thrown by a plugin's code or a probed manager pass as they are (67eb489):
+// same type and fields, the message not wrapped in a logic_error naming the plugin.
+TEST_F(context_test, a_plugin_entry_point_throwing_a_gpumem_error_passes_it_unchanged) {
+  scoped_manager_env env(std::string(GPUMEM_TEST_PLUGIN_THROWS4_PATH));
+  try {
+    (void)current_context();
+    FAIL() << "expected cuda_error";
+  } catch (cuda_error const& e) {
+    EXPECT_EQ(e.code(), 2);
+    EXPECT_EQ(e.code_name(), "cudaErrorMemoryAllocation");
+    EXPECT_EQ(e.call(), "test plugin entry point");
+    std::string const what = e.what();
+    EXPECT_NE(what.find("the entry point's device call fails"), std::string::npos) << what;
+    EXPECT_EQ(what.find("GPUMEM_MEMORY_MANAGER"), std::string::npos) << what;
+  } catch (std::exception const& e) {
+    FAIL() << "not a cuda_error: " << e.what();
+  }
+}
+
+TEST_F(context_test, a_plugin_manager_throwing_a_gpumem_error_on_the_probe_passes_it_unchanged) {
+  scoped_manager_env env(std::string(GPUMEM_TEST_PLUGIN_THROWS5_PATH));
+  try {
+    (void)current_context();
+    FAIL() << "expected out_of_memory";
+  } catch (out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), 12345u);
+    EXPECT_EQ(e.allocator(), "test plugin pool");
+    std::string const what = e.what();
+    EXPECT_NE(what.find("the constructor's reserve fails"), std::string::npos) << what;
+    EXPECT_EQ(what.find("GPUMEM_MEMORY_MANAGER"), std::string::npos) << what;
+    EXPECT_EQ(what.find("probing the manager threw"), std::string::npos) << what;
+  } catch (std::exception const& e) {
+    FAIL() << "not an out_of_memory: " << e.what();
+  }
+}
+
+TEST_F(context_test, a_factory_given_to_set_memory_manager_throwing_a_gpumem_error_passes_it) {
+  std::string const message = "factory precondition";
+  try {
+    set_memory_manager(
+        [&](context&) -> std::unique_ptr<memory_manager> { throw logic_error(message); });
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_EQ(std::string(e.what()), message);  // not wrapped: no "probing the manager threw"
+  }
+  try {
+    set_memory_manager([](context&) -> std::unique_ptr<memory_manager> {
+      throw cuda_error(700, "cudaErrorIllegalAddress", "factory", __FILE__, __LINE__);
+    });
+    FAIL() << "expected cuda_error";
+  } catch (cuda_error const& e) {
+    EXPECT_EQ(e.code(), 700);
+  } catch (std::exception const& e) {
+    FAIL() << "not a cuda_error: " << e.what();
+  }
+}
+
 TEST_F(context_test, registered_managers_are_found_by_name) {
   register_memory_manager("counting_for_test", counting_factory());
   auto names = registered_memory_managers();
