@@ -1,6 +1,8 @@
 // Events for users (see event.hpp). The handle is destroyed through the context's queue of
 // resource releases; the backend is remembered at creation so that the release goes to the
 // backend that made the handle.
+#include "handle_release.hpp"
+
 #include <gpumem/array/event.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
@@ -23,20 +25,10 @@ struct event_state {
   event_state(event_state const&) = delete;
   event_state& operator=(event_state const&) = delete;
   ~event_state() {
-    device_backend* b = backend;
-    event_handle h = handle;
     // After a reset of its CUDA context (close_for_device_reset) the event went with it: its
-    // handle is not named again, now or when the queue runs the release.
-    if (device_reset->load()) return;
-    try {
-      releases->enqueue(
-          [b, h, reset = device_reset] {
-            if (!reset->load()) b->destroy_event(h);
-          },
-          0);
-    } catch (std::exception const& e) {
-      log(log_level::error, std::string("event: destroy failed: ") + e.what());
-    }
+    // handle is not named again, now or when the queue runs the release (handle_release.hpp).
+    release_handle(
+        releases, device_reset, [b = backend, h = handle] { b->destroy_event(h); }, "event");
   }
 
   device_backend* backend;

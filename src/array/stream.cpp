@@ -2,6 +2,8 @@
 // against dropping the last handle of an array: the stream's callback only flips a flag (CUDA
 // forbids API calls inside it, and dropping memory may free it), and the objects themselves are
 // released later on a user thread.
+#include "handle_release.hpp"
+
 #include <gpumem/array/event.hpp>
 #include <gpumem/array/stream.hpp>
 #include <gpumem/core/error.hpp>
@@ -32,27 +34,17 @@ struct stream_state {
 
   ~stream_state() {
     // After a reset of the CUDA context that made the stream (close_for_device_reset), the reset
-    // has destroyed it with its work: its handle is not named again (the next context's stream
-    // may have it), as the frees of memory left to the reset make no device call.
-    bool const reset = device_reset != nullptr && device_reset->load();
+    // has destroyed it with its work: its handle is not named again (handle_release.hpp).
+    bool const reset = device_was_reset(device_reset);
     try {
       if (!reset && has_pending()) backend->synchronize_stream(handle);
     } catch (std::exception const& e) {
       log(log_level::error, std::string("stream: synchronize before release failed: ") + e.what());
     }
     kept.clear();
-    if (owns != ownership::owned || reset) return;
-    device_backend* b = backend;
-    stream_handle h = handle;
-    auto destroy = [b, h] { b->destroy_stream(h); };
-    try {
-      if (releases)
-        releases->enqueue(destroy, 0);
-      else
-        destroy();
-    } catch (std::exception const& e) {
-      log(log_level::error, std::string("stream: destroy failed: ") + e.what());
-    }
+    if (owns != ownership::owned) return;
+    release_handle(
+        releases, device_reset, [b = backend, h = handle] { b->destroy_stream(h); }, "stream");
   }
 
   bool has_pending() {
