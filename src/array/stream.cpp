@@ -27,6 +27,7 @@ struct stream_state {
       context& ctx = current_context();
       releases = ctx.shared_pending_resource_releases();
       device_reset = ctx.shared_device_reset_flag();
+      device = ctx.device();
     }
   }
   stream_state(stream_state const&) = delete;
@@ -44,7 +45,24 @@ struct stream_state {
     kept.clear();
     if (owns != ownership::owned) return;
     release_handle(
-        releases, device_reset, [b = backend, h = handle] { b->destroy_stream(h); }, "stream");
+        releases, device_reset,
+        [b = backend, h = handle, d = device] {
+          forget_in_manager(d, h);
+          b->destroy_stream(h);
+        },
+        "stream");
+  }
+
+  // The manager of `device`'s context (if one exists) is told, before the stream is destroyed,
+  // that it goes: a pool keeps what was freed on a stream and asks the stream about that memory
+  // later (memory_manager::release_stream, docs/mr.md). Logged, never thrown.
+  static void forget_in_manager(int device, stream_handle h) noexcept {
+    try {
+      if (context* const ctx = find_context(device)) ctx->memory_manager().release_stream(h);
+    } catch (std::exception const& e) {
+      log(log_level::warn,
+          std::string("stream: releasing it from the memory manager failed: ") + e.what());
+    }
   }
 
   bool has_pending() {
@@ -82,6 +100,7 @@ struct stream_state {
   std::shared_ptr<void> external_owner;
   std::shared_ptr<pending_deallocations> releases;
   std::shared_ptr<std::atomic<bool> const> device_reset;  // of the context, for owned streams
+  int device = 0;                                         // the context's, for owned streams
   std::mutex mutex;
   std::vector<entry> kept;
 };

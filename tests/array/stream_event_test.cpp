@@ -8,8 +8,10 @@
 #include <gpumem/array/pinned_array.hpp>
 #include <gpumem/array/stream.hpp>
 #include <gpumem/array/transfer.hpp>
+#include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/manager/context.hpp>
+#include <gpumem/manager/memory_manager_registry.hpp>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -225,6 +228,37 @@ TEST(stream_event, streams_and_events_that_outlive_a_device_reset_name_no_handle
     backend().synchronize();
     close();
   }
+}
+
+// A stream made by gpumem (stream::create) tells its context's memory manager that it goes before
+// it is destroyed (memory_manager::release_stream): a pool keeps what was freed on a stream and
+// asks the stream about that memory later, and on a GPU a call on a destroyed stream's handle kills
+// the process (docs/mr.md). The host backend reports such a call: the pool's trim then warns that
+// the stream "was destroyed without release_stream()".
+TEST(stream_event, a_stream_is_released_from_the_memory_manager_before_it_is_destroyed) {
+  (void)backend();
+  close();
+  set_memory_manager(load_memory_manager("pool"));
+  std::vector<std::string> warnings;
+  log_sink previous = set_log_sink([&warnings](log_level level, std::string_view message) {
+    if (level >= log_level::warn) warnings.emplace_back(message);
+  });
+  {
+    context& ctx = current_context();
+    {
+      stream s = stream::create();
+      memory_pointer p = ctx.memory_manager().allocate(8 * MiB, s.handle());
+      ASSERT_TRUE(p);
+      p = memory_pointer();  // freed on s: the pool keeps the block with s's memory
+    }
+    ctx.pending_resource_releases().flush();  // the stream's destroy, held in the queue
+    ctx.memory_manager().reset();             // the pool settles every stream that holds memory
+  }
+  set_log_sink(std::move(previous));
+  for (std::string const& w : warnings)
+    EXPECT_EQ(w.find("without release_stream"), std::string::npos) << w;
+  set_memory_manager({});
+  close();
 }
 
 }  // namespace

@@ -22,7 +22,9 @@
 // auto_synchronize_scope that was moved from synchronises nothing when it ends.
 //
 // Ownership: create() owns its handle; default, per-thread default and wrap() streams do not
-// (wrap() may keep the external stream's owner alive). Thread safety: every member may be
+// (wrap() may keep the external stream's owner alive). An owned stream is given back to its
+// context's memory manager (memory_manager::release_stream) just before it is destroyed, through
+// the context's queue of resource releases. Thread safety: every member may be
 // called from any thread; the keep-alive list has its own mutex. Stream semantics: as CUDA's.
 #pragma once
 
