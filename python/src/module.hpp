@@ -27,7 +27,7 @@ inline stream_handle to_stream(std::uintptr_t value) {
 // nb::gil_scoped_release does, but safe at exit. Before Python 3.14, a thread that asks for the GIL
 // once the interpreter finalises is ended there (pthread_exit), and the unwinding through this
 // destructor (noexcept) and nanobind's handlers aborted the process whenever a daemon thread was
-// in flush() or close() at exit. So the extension's atexit handler (module.cpp) marks the exit
+// in flush() or close() at exit. So the extension's atexit handler (threads.cpp) marks the exit
 // and waits, without the GIL, until every thread inside a gil_release has either taken the GIL
 // back or, done after the mark, parked: a thread other than the main one never takes the GIL back
 // after the mark but waits for the process to end. It holds nothing of gpumem's by then (the lock
@@ -94,5 +94,8 @@ void add_block_allocation(nb::module_& m);
 void add_numba_pointer(nb::module_& m);
 void add_cupy_allocator(nb::module_& m);
 void add_log_replay(nb::module_& m);
+
+// The exit's handling of the threads inside a gil_release (threads.cpp).
+void add_thread_handling(nb::module_& m);
 
 }  // namespace gpumem::python

@@ -1,0 +1,101 @@
+// The extension's threads (module.hpp): gil_release, which lets the threads inside a call that
+// released the GIL settle when the interpreter exits, and contexts_mutex with its holders
+// context_use and context_change, which keep a context from being destroyed while another Python
+// thread uses it.
+#include <Python.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+
+#include "module.hpp"
+
+namespace gpumem::python {
+namespace {
+
+// The threads inside a gil_release, and the exit's mark (gil_release's comment).
+struct released_calls {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t inside = 0;  // threads between SaveThread and the end of RestoreThread
+  std::size_t parked = 0;  // of those, threads waiting for the process to end
+  bool exiting = false;
+  unsigned long main_thread = 0;  // the thread that finalises (it takes the GIL back)
+};
+
+released_calls& released() {
+  static auto* const calls = new released_calls();  // never destroyed: used until the end
+  return *calls;
+}
+
+// Python's atexit (registered at import; runs on the main thread with the GIL, before the
+// interpreter finalises). A call that never ends would hold the exit, so it waits 30 s at most.
+void settle_released_calls() {
+  released_calls& r = released();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.exiting = true;
+    r.main_thread = PyThread_get_thread_ident();
+  }
+  PyThreadState* const state = PyEval_SaveThread();
+  {
+    std::unique_lock<std::mutex> lock(r.mutex);
+    r.changed.wait_for(lock, std::chrono::seconds(30), [&] { return r.inside == r.parked; });
+  }
+  PyEval_RestoreThread(state);
+}
+
+}  // namespace
+
+gil_release::gil_release() {
+  released_calls& r = released();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    ++r.inside;
+  }
+  state_ = PyEval_SaveThread();
+}
+
+gil_release::~gil_release() {
+  released_calls& r = released();
+  {
+    std::unique_lock<std::mutex> lock(r.mutex);
+    if (r.exiting && PyThread_get_thread_ident() != r.main_thread) {
+      ++r.parked;
+      r.changed.notify_all();
+      lock.unlock();
+      for (;;)
+        std::this_thread::sleep_for(std::chrono::hours(1));  // the process is ending
+    }
+  }
+  PyEval_RestoreThread(state_);
+  std::lock_guard<std::mutex> lock(r.mutex);
+  --r.inside;
+  r.changed.notify_all();
+}
+
+std::shared_mutex& contexts_mutex() noexcept {
+  static auto* const mutex = new std::shared_mutex();  // never destroyed: used until exit
+  return *mutex;
+}
+
+context_use::context_use() {
+  std::shared_mutex& m = contexts_mutex();
+  if (m.try_lock_shared()) return;
+  if (PyGILState_Check() != 0) {
+    gil_release unlocked;  // the change in progress may need the GIL
+    m.lock_shared();
+  } else {
+    m.lock_shared();
+  }
+}
+
+void add_thread_handling(nb::module_& m) {
+  (void)m;
+  nb::module_::import_("atexit").attr("register")(nb::cpp_function(&settle_released_calls));
+}
+
+}  // namespace gpumem::python
