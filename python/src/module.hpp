@@ -30,8 +30,9 @@ inline stream_handle to_stream(std::uintptr_t value) {
 // in flush() or close() at exit. So the extension's atexit handler (threads.cpp) marks the exit
 // and waits, without the GIL, until every thread inside a gil_release has either taken the GIL
 // back or, done after the mark, parked: a thread other than the main one never takes the GIL back
-// after the mark but waits for the process to end. It holds nothing of gpumem's by then (the lock
-// below is taken inside it).
+// after the mark but waits for the process to end. It holds nothing of gpumem's by then: what is
+// taken inside a gil_release is let go before it ends, or by the function given to
+// before_parking (context_use's shared lock of contexts_mutex, which waits inside one).
 class gil_release {
  public:
   gil_release();
@@ -39,8 +40,12 @@ class gil_release {
   gil_release(gil_release const&) = delete;
   gil_release& operator=(gil_release const&) = delete;
 
+  // Called (without the GIL, under the bookkeeping's mutex) if the thread parks at its end.
+  void before_parking(void (*release)() noexcept) noexcept { before_parking_ = release; }
+
  private:
   PyThreadState* state_;
+  void (*before_parking_)() noexcept = nullptr;
 };
 
 // The extension's uses of gpumem's contexts against their destruction. C++'s rule (context.hpp:

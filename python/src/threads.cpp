@@ -64,6 +64,7 @@ gil_release::~gil_release() {
   {
     std::unique_lock<std::mutex> lock(r.mutex);
     if (r.exiting && PyThread_get_thread_ident() != r.main_thread) {
+      if (before_parking_ != nullptr) before_parking_();  // it holds nothing of gpumem's parked
       ++r.parked;
       r.changed.notify_all();
       lock.unlock();
@@ -88,6 +89,9 @@ context_use::context_use() {
   if (PyGILState_Check() != 0) {
     gil_release unlocked;  // the change in progress may need the GIL
     m.lock_shared();
+    // Parked at exit (the lock taken inside the gil_release), the thread lets the lock go: the
+    // exit's own close() or set_memory_manager() (an atexit handler, a finalizer) takes it.
+    unlocked.before_parking([]() noexcept { contexts_mutex().unlock_shared(); });
   } else {
     m.lock_shared();
   }

@@ -104,3 +104,49 @@ def test_daemon_threads_in_gpumem_calls_at_exit(call):
         assert out.returncode == 0, (out.returncode, out.stderr)
         assert out.stdout.strip() == "exiting"
         assert out.stderr == "", out.stderr
+
+
+# Daemon threads allocate (their context_use waits, with the GIL released, while another daemon
+# thread closes the contexts) when the interpreter exits, and an atexit handler registered before
+# `import gpumem` (so run after gpumem's own) closes gpumem. A thread parked at exit while it held
+# the contexts' lock shared made that close() wait forever.
+_CLOSE_AT_EXIT_AFTER_PARKED_THREADS = r"""
+import atexit, sys, threading, time
+
+def close_gpumem():
+    gpumem.close()
+    print("closed", flush=True)
+
+atexit.register(close_gpumem)
+import gpumem
+
+gpumem.set_memory_manager("pool")
+
+def allocate():
+    kept = []
+    while True:
+        kept.append(gpumem.allocate(123))
+        if len(kept) > 20:
+            kept.clear()
+
+def close():
+    while True:
+        gpumem.close()
+
+for target in [close] + [allocate] * 4:
+    threading.Thread(target=target, daemon=True).start()
+time.sleep(0.2)
+print("exiting", flush=True)
+"""
+
+
+def test_close_at_exit_after_threads_parked_in_context_use():
+    env = dict(os.environ, GPUMEM_DEVICE="host")
+    for _ in range(5):
+        try:
+            out = subprocess.run([sys.executable, "-c", _CLOSE_AT_EXIT_AFTER_PARKED_THREADS],
+                                 capture_output=True, text=True, env=env, timeout=20)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"the exit hung: {e.stdout!r}")
+        assert out.returncode == 0, (out.returncode, out.stderr)
+        assert out.stdout.split() == ["exiting", "closed"], (out.stdout, out.stderr)
