@@ -189,9 +189,6 @@ NB_MODULE(_gpumem, m) {
   using namespace gpumem::python;
   nb::register_exception_translator(&translate);
   add_thread_handling(m);
-  // Objects that daemon threads still hold when the interpreter exits are never destroyed, by
-  // Python's design; nanobind would list each at exit as a leak.
-  nb::set_leak_warnings(false);
   add_block_allocation(m);
   add_numba_pointer(m);
   add_cupy_allocator(m);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -31,8 +32,25 @@ released_calls& released() {
   return *calls;
 }
 
+// Whether a thread other than the main one is still running Python (a daemon thread: atexit runs
+// after the interpreter joined the others).
+bool other_threads_alive() {
+  try {
+    nb::module_ const threading = nb::module_::import_("threading");
+    nb::object const main = threading.attr("main_thread")();
+    for (nb::handle t : threading.attr("enumerate")())
+      if (!t.is(main) && nb::cast<bool>(t.attr("is_alive")())) return true;
+    return false;
+  } catch (std::exception const&) {  // threading unusable: say yes, so no false leak report
+    return true;
+  }
+}
+
 // Python's atexit (registered at import; runs on the main thread with the GIL, before the
 // interpreter finalises). A call that never ends would hold the exit, so it waits 30 s at most.
+// Objects that daemon threads still hold (parked threads included) are never destroyed, by
+// Python's design; nanobind would list each at exit as a leak, so its report is turned off then,
+// and only then: without such threads what it lists is a leak.
 void settle_released_calls() {
   released_calls& r = released();
   {
@@ -40,12 +58,15 @@ void settle_released_calls() {
     r.exiting = true;
     r.main_thread = PyThread_get_thread_ident();
   }
+  bool threads_left = false;
   PyThreadState* const state = PyEval_SaveThread();
   {
     std::unique_lock<std::mutex> lock(r.mutex);
     r.changed.wait_for(lock, std::chrono::seconds(30), [&] { return r.inside == r.parked; });
+    threads_left = r.inside > 0;  // parked, or still inside after the wait
   }
   PyEval_RestoreThread(state);
+  if (threads_left || other_threads_alive()) nb::set_leak_warnings(false);
 }
 
 }  // namespace

@@ -150,3 +150,23 @@ def test_close_at_exit_after_threads_parked_in_context_use():
             pytest.fail(f"the exit hung: {e.stdout!r}")
         assert out.returncode == 0, (out.returncode, out.stderr)
         assert out.stdout.split() == ["exiting", "closed"], (out.stdout, out.stderr)
+
+
+# nanobind's report of gpumem objects still alive at exit stays on for a program without daemon
+# threads at exit (here an Allocation whose reference is leaked on purpose): it is a real leak.
+_LEAK_WITHOUT_DAEMON_THREADS = r"""
+import ctypes
+import gpumem
+
+kept = gpumem.allocate(123)
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
+print("exiting")
+"""
+
+
+def test_leaks_reported_at_exit_without_daemon_threads():
+    env = dict(os.environ, GPUMEM_DEVICE="host")
+    out = subprocess.run([sys.executable, "-c", _LEAK_WITHOUT_DAEMON_THREADS],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "exiting", (out.returncode, out.stderr)
+    assert "nanobind: leaked" in out.stderr, out.stderr
