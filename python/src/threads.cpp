@@ -3,6 +3,7 @@
 // context_use and context_change, which keep a context from being destroyed while another Python
 // thread uses it.
 #include <Python.h>
+#include <pthread.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -10,6 +11,7 @@
 #include <exception>
 #include <mutex>
 #include <shared_mutex>
+#include <system_error>
 #include <thread>
 
 #include "module.hpp"
@@ -27,9 +29,21 @@ struct released_calls {
   unsigned long main_thread = 0;  // the thread that finalises (it takes the GIL back)
 };
 
+// Never destroyed: used until the end. A child made by fork() starts both afresh (the parent's
+// may be held, or count calls, by threads the child does not have); it leaks the parent's.
+released_calls* released_now = new released_calls();
+std::shared_mutex* contexts_mutex_now = new std::shared_mutex();
+
 released_calls& released() {
-  static auto* const calls = new released_calls();  // never destroyed: used until the end
-  return *calls;
+  return *released_now;
+}
+
+// pthread_atfork's handler in the child, which has the forking thread alone. That thread is not
+// inside a gil_release nor a holder of contexts_mutex: fork is called from Python, with the GIL
+// and without a context_use or context_change (neither is held while Python code runs).
+void after_fork_in_child() {
+  released_now = new released_calls();
+  contexts_mutex_now = new std::shared_mutex();
 }
 
 // Whether a thread other than the main one is still running Python (a daemon thread: atexit runs
@@ -100,8 +114,7 @@ gil_release::~gil_release() {
 }
 
 std::shared_mutex& contexts_mutex() noexcept {
-  static auto* const mutex = new std::shared_mutex();  // never destroyed: used until exit
-  return *mutex;
+  return *contexts_mutex_now;
 }
 
 context_use::context_use() {
@@ -121,6 +134,10 @@ context_use::context_use() {
 void add_thread_handling(nb::module_& m) {
   (void)m;
   nb::module_::import_("atexit").attr("register")(nb::cpp_function(&settle_released_calls));
+  // A child of a process whose other threads were inside flush() or close() would otherwise wait
+  // forever for contexts_mutex, or 30 s at its exit for calls it does not have.
+  if (int const failed = pthread_atfork(nullptr, nullptr, &after_fork_in_child))
+    throw std::system_error(failed, std::generic_category(), "gpumem: pthread_atfork");
 }
 
 }  // namespace gpumem::python

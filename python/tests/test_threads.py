@@ -170,3 +170,46 @@ def test_leaks_reported_at_exit_without_daemon_threads():
                          capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "exiting", (out.returncode, out.stderr)
     assert "nanobind: leaked" in out.stderr, out.stderr
+
+
+# A child forked while another thread of the parent is inside flush() (the call counted as inside a
+# gil_release): the child's exit waited 30 s for the parent's call, as if that thread were its own.
+# (The child runs the atexit handlers and leaves with os._exit: its copy of the host backend has
+# no stream threads, so the rest of a normal exit, which closes the contexts, would wait for the
+# stream the parent's flush() waits for.)
+_FORK_WHILE_ANOTHER_THREAD_FLUSHES = r"""
+import atexit, os, threading, time
+import gpumem
+from gpumem import _gpumem
+
+gpumem.set_memory_manager("pool")
+stream = _gpumem._stream_create()
+memory = gpumem.memalloc(1000)
+open_stream = _gpumem._stream_hold(stream)  # flush() waits for the device
+del memory
+flusher = threading.Thread(target=gpumem.flush)
+flusher.start()
+time.sleep(0.3)
+assert flusher.is_alive()
+pid = os.fork()
+if pid == 0:
+    start = time.monotonic()
+    atexit._run_exitfuncs()
+    print("child's atexit took", time.monotonic() - start, flush=True)
+    os._exit(0)
+open_stream()
+flusher.join()
+_, status = os.waitpid(pid, 0)
+print("child exited", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_while_another_thread_flushes():
+    env = dict(os.environ, GPUMEM_DEVICE="host")
+    out = subprocess.run([sys.executable, "-c", _FORK_WHILE_ANOTHER_THREAD_FLUSHES],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    took = [line.split() for line in out.stdout.splitlines() if line.startswith("child's")]
+    assert took and float(took[0][-1]) < 5, out.stdout
+    assert "child exited 0" in out.stdout, out.stdout
