@@ -34,6 +34,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -131,7 +132,7 @@ void set_python_error(std::exception_ptr const& error) noexcept {
     } catch (std::bad_alloc const&) {
       PyErr_NoMemory();
     } catch (std::exception const& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetObject(PyExc_RuntimeError, message_of(e).ptr());  // escaped, as translate's
     }
   } catch (...) {  // raised while making the Python exception
     if (PyErr_Occurred() == nullptr) PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
@@ -412,6 +413,15 @@ NB_MODULE(_gpumem, m) {
       },
       "bytes"_a, "device"_a, "stream"_a = 0);
   m.def("_torch_table_blocks", &torch_table_blocks, "device"_a);
+  // set_python_error of a std::runtime_error with `what` as its message: for tests.
+  m.def(
+      "_raise_runtime_error",
+      [](nb::bytes const& what) {
+        set_python_error(std::make_exception_ptr(
+            std::runtime_error(std::string(static_cast<char const*>(what.data()), what.size()))));
+        throw nb::python_error();
+      },
+      "what"_a);
   // Streams of the backend, and the host backend's simulated captures, for tests of the bridges'
   // stream paths (the host backend has no graphs: simulate_stream_capture).
   m.def(

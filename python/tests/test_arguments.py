@@ -118,3 +118,10 @@ def test_exporting_an_allocation_without_memory_says_so():
             gpumem.ipc.export(a)
     with pytest.raises(TypeError, match="int"):
         gpumem.get_ipc_handle(1234)
+
+
+def test_foreign_cpp_error_with_bytes_that_are_not_utf8_stays_a_runtime_error():
+    # The C entry points' error path (set_python_error) for a C++ exception that is not gpumem's.
+    with pytest.raises(RuntimeError, match=r"bad \\xff byte") as caught:
+        gpumem._gpumem._raise_runtime_error(b"bad \xff byte")
+    assert type(caught.value) is RuntimeError
