@@ -138,11 +138,23 @@ def _path(what: str, value: Any) -> str:
                         f"{type(value).__name__} ({value!r})") from None
 
 
-# The pool's options (pool_options in C++) and their defaults; set_memory_manager takes them for
-# the pool only.
-_POOL_DEFAULTS = {"initial_size": 0, "chunk_size": 32 << 20, "maximum_size": None,
-                  "max_cached_size": 256 << 10, "expandable": False, "trim_before_growth": True,
-                  "wait_across_streams": False}
+# The pool's options (pool_options in C++) and their defaults, from the extension (C++ is their one
+# source; None: an unlimited maximum_size); set_memory_manager takes them for the pool only.
+_POOL_DEFAULTS = _gpumem.pool_defaults()
+
+
+def _describe_pool_defaults() -> str:
+    def shown(value: Any) -> str:
+        if value is None:
+            return "unlimited"
+        if isinstance(value, bool) or value == 0:
+            return str(value)
+        for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+            if value % (1 << shift) == 0:
+                return f"{value >> shift} {unit}"
+        return str(value)
+
+    return ", ".join(f"{key} {shown(value)}" for key, value in _POOL_DEFAULTS.items())
 
 
 def _pool_options(given: dict) -> list:
@@ -192,9 +204,8 @@ def set_memory_manager(name: str, device: Optional[int] = None, *, log: str = ""
     path of a C++ plugin library. ``log``: a CSV allocation log written by the pool or async
     manager (``python -m gpumem.plot`` draws it). Closes the device's existing gpumem context, so
     the next allocation binds the new manager; memory already handed out stays valid and goes back
-    to the manager that made it. The pool options (None: the pool's default: initial_size 0,
-    chunk_size 32 MiB, maximum_size unlimited, max_cached_size 256 KiB, expandable False,
-    trim_before_growth True, wait_across_streams False) are for ``pool`` only. Raises
+    to the manager that made it. The pool options (None: the pool's default: POOL_DEFAULTS)
+    are for ``pool`` only. Raises
     InvalidArgumentError for an unknown name, a device that does not exist, bad options or
     options given to another manager; TypeError for arguments of the wrong type.
     """
@@ -211,6 +222,11 @@ def set_memory_manager(name: str, device: Optional[int] = None, *, log: str = ""
             f"set_memory_manager: the pool options {sorted(given)} were given for the {name!r} "
             "manager, which takes none (only 'pool' does)")
     _gpumem.set_memory_manager(name, device, _path("log", log), *_pool_options(given))
+
+
+if set_memory_manager.__doc__:  # None under python -OO
+    set_memory_manager.__doc__ = set_memory_manager.__doc__.replace("POOL_DEFAULTS",
+                                                                    _describe_pool_defaults())
 
 
 def reset_memory_managers() -> None:
@@ -308,9 +324,9 @@ def replay_log(path: str, target: str = "pool", *, honour_streams: bool = True,
     if unknown:
         raise TypeError(f"replay_log() got unknown pool option(s) {unknown}; the pool's options "
                         f"are {sorted(_POOL_DEFAULTS)}")
-    if pool_options and target != "pool":
-        raise InvalidArgumentError(f"replay_log: the pool options {sorted(pool_options)} were "
+    given = {k: v for k, v in pool_options.items() if v is not None}  # None: the default
+    if given and target != "pool":
+        raise InvalidArgumentError(f"replay_log: the pool options {sorted(given)} were "
                                    f"given for the target {target!r}, which takes none")
-    given = {k: v for k, v in pool_options.items() if v is not None}
     return _gpumem.replay_log(_path("path", path), target, *_pool_options(given),
                               honour_streams=_flag("honour_streams", honour_streams))

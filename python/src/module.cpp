@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <optional>
@@ -237,6 +238,21 @@ NB_MODULE(_gpumem, m) {
   m.def("device_count", [] { return backend().device_count(); });
   m.def("current_device", [] { return backend().current_device(); });
   m.def("registered_memory_managers", &registered_memory_managers);
+  // The pool options the Python package takes, with C++'s defaults (pool_options{}; None for an
+  // unlimited maximum_size), in make_pool_options's order: the package's one source of them.
+  m.def("pool_defaults", [] {
+    pool_options const o;
+    nb::dict d;
+    d["initial_size"] = o.initial_size;
+    d["chunk_size"] = o.chunk_size;
+    bool const unlimited = o.maximum_size == std::numeric_limits<std::size_t>::max();
+    d["maximum_size"] = unlimited ? nb::object(nb::none()) : nb::cast(o.maximum_size);
+    d["max_cached_size"] = o.max_cached_size;
+    d["expandable"] = o.expandable;
+    d["trim_before_growth"] = o.trim_before_growth;
+    d["wait_across_streams"] = o.wait_across_streams;
+    return d;
+  });
 
   m.def(
       "set_memory_manager",

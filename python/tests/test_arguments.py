@@ -80,6 +80,25 @@ def test_pool_options_of_the_wrong_type_name_the_option():
         gpumem.replay_log("unused.csv", wait_across_stream=True)
 
 
+def test_pool_options_of_none_are_the_defaults_for_every_target(tmp_path):
+    # None is the pool's default, as set_memory_manager takes it: replay_log(target='cuda',
+    # maximum_size=None) was refused as pool options given for 'cuda'.
+    log = tmp_path / "run.csv"
+    gpumem.set_memory_manager("pool", 0, log=log, maximum_size=None)
+    gpumem.allocate(4096).free()
+    gpumem.reset_memory_managers()
+    assert gpumem.replay_log(log, "cuda", maximum_size=None)["allocations"] == 1
+
+
+def test_pool_defaults_come_from_cpp():
+    # One source, C++'s pool_options{}: the package's defaults and set_memory_manager's docstring.
+    defaults = gpumem._gpumem.pool_defaults()
+    assert defaults["chunk_size"] == 32 << 20 and defaults["maximum_size"] is None
+    assert gpumem._POOL_DEFAULTS == defaults
+    assert "chunk_size 32 MiB" in gpumem.set_memory_manager.__doc__
+    assert "max_cached_size 256 KiB" in gpumem.set_memory_manager.__doc__
+
+
 def test_paths_may_be_path_like(tmp_path):
     log = tmp_path / "run.csv"
     gpumem.set_memory_manager("pool", 0, log=log)
