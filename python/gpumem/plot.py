@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import csv
 import html
 import io
-import math
-import re
+import os
 import sys
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
@@ -45,92 +43,16 @@ class Timeline:
     live_at_peak: List[tuple]  # (size, pointer, time allocated), largest first
 
 
-# What the replay's parser (C++ parse_log, src/mr/log_replay.cpp) takes, so that a log drawn with
-# --held none reads as it does when replayed: sizes are decimal digits alone, pointers and streams
-# hexadecimal digits (with or without 0x; empty, 0, nil, null and (nil) are null), times finite,
-# non-negative decimals, plain seconds or up to three colon-separated fields (hh:mm:ss.ffffff).
-_DECIMAL = re.compile(r"[0-9]+")
-_HEX = re.compile(r"(?:0x)?([0-9a-f]+)")
-_TIME_FIELD = re.compile(r"\+?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?")
-
-
-def _parse_time(text: str) -> float:
-    text = text.strip()
-    if not text:
-        return 0.0
-    fields = text.split(":")
-    seconds = 0.0
-    for field in fields:
-        if len(fields) > 3 or not _TIME_FIELD.fullmatch(field.lower()):
-            raise ValueError(f"bad time {text!r}")
-        seconds = seconds * 60 + float(field)
-    if not math.isfinite(seconds):
-        raise ValueError(f"bad time {text!r}")
-    return seconds
-
-
-def _parse_hex(text: str, what: str = "pointer") -> int:
-    text = text.strip().lower()
-    if text in ("", "0", "nil", "null", "(nil)"):
-        return 0
-    match = _HEX.fullmatch(text)
-    if match is None or len(match.group(1)) > 16:
-        raise ValueError(f"bad {what} {text!r}")
-    return int(match.group(1), 16)
-
-
-def _parse_size(text: str) -> int:
-    text = text.strip()
-    if not _DECIMAL.fullmatch(text) or int(text) >= 1 << 64:
-        raise ValueError(f"bad size {text!r}")
-    return int(text)
-
-
 def read_log(path: str) -> List[Event]:
-    """The events of a CSV log (columns Action, Pointer, Size required; Time, Stream optional)."""
+    """The events of a CSV log (columns Action, Pointer, Size required; Time, Stream optional),
+    read by the replay's own parser (gpumem.replay_log reads the same events)."""
+    from . import _gpumem
+    from ._errors import InvalidArgumentError
+
     try:
-        return _read_log(path)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not an allocation log (not text: {error})") from None
-
-
-def _read_log(path: str) -> List[Event]:
-    events: List[Event] = []
-    with open(path, newline="") as f:
-        reader = csv.reader(f)
-        header, n = None, 0
-        for n, row in enumerate(reader, start=1):
-            if not any(field.strip() for field in row):
-                continue  # blank lines, as the replay skips them
-            if header is None:
-                # Column names in any case, as the replay reads them; the first of a repeated one.
-                header = {}
-                for i, name in enumerate(row):
-                    header.setdefault(name.strip().lower(), i)
-                missing = {"action", "pointer", "size"} - set(header)
-                if missing:
-                    raise ValueError(f"{path}: not an allocation log (missing columns "
-                                     f"{sorted(name.capitalize() for name in missing)})")
-                needed = 1 + max(header[c] for c in ("action", "pointer", "size", "time",
-                                                     "stream") if c in header)
-                continue
-            try:
-                if len(row) < needed:
-                    raise ValueError(f"expected at least {needed} fields, got {len(row)}")
-                field = {c: row[i] for c, i in header.items() if i < len(row)}
-                action = field["action"].strip().lower()
-                if action == "deallocate":
-                    action = "free"
-                if action not in ("allocate", "free", "allocate failure"):
-                    raise ValueError(f"unknown action {action!r}")
-                events.append(Event(_parse_time(field.get("time", "")), action,
-                                    _parse_hex(field["pointer"]), _parse_size(field["size"]),
-                                    _parse_hex(field.get("stream", ""), "stream")))
-            except ValueError as error:
-                raise ValueError(f"{path}:{n}: {error}") from None
-    if header is None:
-        raise ValueError(f"{path}: not an allocation log (empty: no header line)")
-    return events
+        return [Event(*row) for row in _gpumem.parse_log(os.fspath(path))]
+    except InvalidArgumentError as error:
+        raise ValueError(str(error)) from None
 
 
 def timeline(events: Sequence[Event], top: int = 8) -> Timeline:

@@ -10,6 +10,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,6 +89,20 @@ nb::dict replay_file(std::string const& path, std::string const& target, pool_op
 }  // namespace
 
 void add_log_replay(nb::module_& m) {
+  // The log as the replay reads it (one parser for both: python -m gpumem.plot draws what
+  // replay_log replays): (time, action, pointer, size, stream) per event, in order.
+  m.def(
+      "parse_log",
+      [](std::string const& path) {
+        std::vector<log_event> const events = parse_log_file(path);
+        nb::list out;
+        for (log_event const& e : events)
+          out.append(nb::make_tuple(
+              e.time_seconds, to_string(e.action), static_cast<std::uint64_t>(e.pointer),
+              static_cast<std::uint64_t>(e.size), static_cast<std::uint64_t>(e.stream)));
+        return out;
+      },
+      "path"_a);
   m.def(
       "replay_log",
       [](std::string const& path, std::string const& target, std::size_t initial_size,

@@ -75,7 +75,7 @@ def test_plot_rejects_a_file_that_is_not_a_log(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     assert plot.main([str(bad), "-o", str(tmp_path / "x.png")]) == 2
-    assert "not an allocation log" in capsys.readouterr().err
+    assert "the header 'a,b' lacks one of the columns" in capsys.readouterr().err
 
 
 HEADER = "Thread,Time,Action,Pointer,Size,Stream\n"
@@ -128,7 +128,8 @@ def test_plot_refuses_a_binary_file_and_a_negative_top(tmp_path, capsys):
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"\xff\xfe\x00binary")
     assert plot.main([str(binary), "-o", str(tmp_path / "x.png")]) == 2
-    assert "not an allocation log" in capsys.readouterr().err
+    # The whole header, its NUL too (which ended the message where it was read as a C string).
+    assert "the header '\\xff\\xfe\\x00binary' lacks" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         plot.main([str(binary), "--top", "-1"])
 

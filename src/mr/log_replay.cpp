@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -59,6 +60,25 @@ std::vector<std::string_view> split(std::string_view line) {
 
 [[noreturn]] void bad_line(std::size_t line, std::string const& what) {
   throw logic_error("allocation log line " + std::to_string(line) + ": " + what);
+}
+
+// Text of the log quoted in a message: control bytes (a NUL would end the message where it is
+// read as a C string) as \xNN, and at most 200 bytes of it.
+std::string quoted(std::string_view text) {
+  constexpr std::size_t most = 200;
+  std::string out = "'";
+  for (std::size_t i = 0; i < text.size() && i < most; ++i) {
+    auto const c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += text.size() > most ? "'..." : "'";
+  return out;
 }
 
 // Digits alone (strtoull would also take blanks, a sign and, in base 16, another "0x").
@@ -134,8 +154,8 @@ columns read_header(std::string_view line, std::size_t line_number) {
       c.stream = i;
   }
   if (!action || !pointer || !size)
-    bad_line(line_number, "the header '" + std::string(line) +
-                              "' lacks one of the columns Action, Pointer, Size "
+    bad_line(line_number, "the header " + quoted(line) +
+                              " lacks one of the columns Action, Pointer, Size "
                               "(expected Thread,Time,Action,Pointer,Size,Stream)");
   c.action = *action;
   c.pointer = *pointer;
@@ -149,7 +169,7 @@ log_event read_event(std::string_view line, std::size_t line_number, columns con
   auto const fields = split(line);
   if (fields.size() < c.needed)
     bad_line(line_number, "expected at least " + std::to_string(c.needed) + " fields, got " +
-                              std::to_string(fields.size()) + " in '" + std::string(line) + "'");
+                              std::to_string(fields.size()) + " in " + quoted(line));
   log_event e;
   e.line = line_number;
   std::string const action = lower(fields[c.action]);
@@ -160,17 +180,17 @@ log_event read_event(std::string_view line, std::size_t line_number, columns con
   else if (action == "allocate failure")
     e.action = log_action::allocate_failure;
   else
-    bad_line(line_number, "unknown action '" + std::string(fields[c.action]) +
-                              "' (expected allocate, free or allocate failure)");
+    bad_line(line_number, "unknown action " + quoted(fields[c.action]) +
+                              " (expected allocate, free or allocate failure)");
   auto const pointer = parse_address(fields[c.pointer]);
-  if (!pointer) bad_line(line_number, "bad pointer '" + std::string(fields[c.pointer]) + "'");
+  if (!pointer) bad_line(line_number, "bad pointer " + quoted(fields[c.pointer]));
   e.pointer = *pointer;
   auto const size = parse_unsigned(fields[c.size], 10);
-  if (!size) bad_line(line_number, "bad size '" + std::string(fields[c.size]) + "'");
+  if (!size) bad_line(line_number, "bad size " + quoted(fields[c.size]));
   e.size = static_cast<std::size_t>(*size);
   if (c.stream) {
     auto const stream = parse_address(fields[*c.stream]);
-    if (!stream) bad_line(line_number, "bad stream '" + std::string(fields[*c.stream]) + "'");
+    if (!stream) bad_line(line_number, "bad stream " + quoted(fields[*c.stream]));
     e.stream = *stream;
   }
   if (c.thread) {
@@ -180,7 +200,7 @@ log_event read_event(std::string_view line, std::size_t line_number, columns con
   }
   if (c.time) {
     auto const time = parse_time(fields[*c.time]);
-    if (!time) bad_line(line_number, "bad time '" + std::string(fields[*c.time]) + "'");
+    if (!time) bad_line(line_number, "bad time " + quoted(fields[*c.time]));
     e.time_seconds = *time;
   }
   return e;
