@@ -135,6 +135,26 @@ TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
   EXPECT_EQ(run_child({gpumem::test::to_hex(garbage), "0", "0", "1"}), 4);
 }
 
+namespace {
+
+// The host backend's handle layout (src/cuda/host_ipc.cpp), and a copy of `real` carrying
+// `payload` instead, as the child's command line takes it.
+struct host_payload {
+  std::uint8_t magic[8];
+  std::int32_t pid;
+  std::int32_t fd;
+  std::uint64_t offset;
+  std::uint64_t size;
+};
+
+std::string forged_handle(gpumem::ipc_memory_handle const& real, host_payload const& payload) {
+  gpumem::ipc_memory_handle handle = real;
+  std::memcpy(handle.data(), &payload, sizeof payload);
+  return gpumem::test::to_hex(handle);
+}
+
+}  // namespace
+
 // The host backend's handle names (pid, descriptor, offset, size) of the exporter's arena
 // (src/cuda/host_ipc.cpp). Those fields are data from elsewhere: a handle whose range reaches past
 // the arena, or whose descriptor is another file of the exporter, is refused by the opening
@@ -142,23 +162,12 @@ TEST(cuda_ipc, a_garbled_handle_is_refused_by_the_child) {
 // mapped writable).
 TEST(cuda_ipc, a_forged_host_handle_is_refused_by_the_child_not_mapped) {
   if (gpumem::test::on_cuda()) GTEST_SKIP() << "the host backend's handle layout";
-  struct host_payload {
-    std::uint8_t magic[8];
-    std::int32_t pid;
-    std::int32_t fd;
-    std::uint64_t offset;
-    std::uint64_t size;
-  };
   auto& b = backend();
   device_buffer buffer(4 * KiB);
   gpumem::ipc_memory_handle const real = b.ipc_get_handle(buffer.get());
   host_payload payload{};
   std::memcpy(&payload, real.data(), sizeof payload);
-  auto forged = [&](host_payload const& p) {
-    gpumem::ipc_memory_handle handle = real;
-    std::memcpy(handle.data(), &p, sizeof p);
-    return gpumem::test::to_hex(handle);
-  };
+  auto forged = [&](host_payload const& p) { return forged_handle(real, p); };
   std::uint64_t const capacity = b.get_memory_info().total;
 
   host_payload past_the_end = payload;  // the last byte of the range lies past the arena
@@ -187,13 +196,6 @@ TEST(cuda_ipc, a_forged_host_handle_is_refused_by_the_child_not_mapped) {
 // unopened. Seen through inotify: the file the forged handle names gets no open event.
 TEST(cuda_ipc, a_forged_host_handle_naming_a_fifo_or_file_is_not_opened) {
   if (gpumem::test::on_cuda()) GTEST_SKIP() << "the host backend's handle layout";
-  struct host_payload {
-    std::uint8_t magic[8];
-    std::int32_t pid;
-    std::int32_t fd;
-    std::uint64_t offset;
-    std::uint64_t size;
-  };
   auto& b = backend();
   device_buffer buffer(4 * KiB);
   gpumem::ipc_memory_handle const real = b.ipc_get_handle(buffer.get());
@@ -202,9 +204,7 @@ TEST(cuda_ipc, a_forged_host_handle_naming_a_fifo_or_file_is_not_opened) {
     std::memcpy(&p, real.data(), sizeof p);
     p.fd = fd;
     p.offset = 0;
-    gpumem::ipc_memory_handle handle = real;
-    std::memcpy(handle.data(), &p, sizeof p);
-    return gpumem::test::to_hex(handle);
+    return forged_handle(real, p);
   };
   // Whether the child opened the file of this process's descriptor `fd` (its exit status is 4).
   auto opened_by_the_child = [&](int fd) {
