@@ -120,7 +120,10 @@ std::shared_mutex& contexts_mutex() noexcept {
 context_use::context_use() {
   std::shared_mutex& m = contexts_mutex();
   if (m.try_lock_shared()) return;
-  if (PyGILState_Check() != 0) {
+  // Whether this thread holds the GIL: a current thread state (PyGILState_Check is not in the
+  // stable ABI the extension is built against; PyThreadState_GetDict is, and gives null without
+  // one, raising nothing).
+  if (PyThreadState_GetDict() != nullptr) {
     gil_release unlocked;  // the change in progress may need the GIL
     m.lock_shared();
     // Parked at exit (the lock taken inside the gil_release), the thread lets the lock go: the

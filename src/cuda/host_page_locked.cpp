@@ -26,7 +26,7 @@ std::size_t page_locked_memory::page_size() noexcept {
 }
 
 void* page_locked_memory::allocate_pinned(std::size_t bytes, host_alloc_flags flags) {
-  // Whole pages, as cudaHostAlloc (overlaps() relies on it: no two share a page); a size whose
+  // Whole pages, as cudaHostAlloc; a size whose
   // round-up would wrap (to 0 bytes: a block smaller than the request) or that no allocation
   // may have is out of memory.
   std::size_t const page = page_size();
@@ -78,7 +78,7 @@ void page_locked_memory::register_host(void* ptr, std::size_t bytes, bool mapped
   if (overlaps(registered_, ptr, bytes))
     fail(host_memory_registered, "cudaErrorHostMemoryAlreadyRegistered", "register_host",
          "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
-             " overlaps (a page of) a registered range");
+             " overlaps a registered range");
   registered_[ptr] = host_range{bytes, mapped};
 }
 
@@ -99,22 +99,16 @@ void* page_locked_memory::mapped_device_pointer(void* host_ptr) const {
 }
 
 bool page_locked_memory::overlaps(table const& ranges, void* ptr, std::size_t bytes) {
-  std::uintptr_t const page = page_size();
-  auto const page_start = [page](std::uintptr_t a) { return a / page * page; };
-  auto const page_end = [page](std::uintptr_t a, std::size_t n) {
-    std::uintptr_t const last = a + std::max<std::size_t>(n, 1) - 1;  // no wrap: checked
-    return last / page * page + page;  // 0 past the top page: compared as "the end" below
-  };
-  std::uintptr_t const start = page_start(reinterpret_cast<std::uintptr_t>(ptr));
-  std::uintptr_t const end = page_end(reinterpret_cast<std::uintptr_t>(ptr), bytes);
-  // The last range that starts on a page before `end`: if it does not reach `start`, no range
-  // before it does.
-  auto it = end == 0 ? ranges.end() : ranges.lower_bound(reinterpret_cast<void*>(end));
+  auto const start = reinterpret_cast<std::uintptr_t>(ptr);
+  std::uintptr_t const last = start + std::max<std::size_t>(bytes, 1) - 1;  // no wrap: checked
+  // The last range that starts at or before `last`: if it does not reach `start`, no range
+  // before it does (they do not overlap one another).
+  auto it = ranges.upper_bound(reinterpret_cast<void*>(last));
   if (it == ranges.begin()) return false;
   --it;
-  std::uintptr_t const other_end =
-      page_end(reinterpret_cast<std::uintptr_t>(it->first), it->second.size);
-  return other_end == 0 || other_end > start;
+  std::uintptr_t const other_last =
+      reinterpret_cast<std::uintptr_t>(it->first) + std::max<std::size_t>(it->second.size, 1) - 1;
+  return other_last >= start;
 }
 
 page_locked_memory::host_range const* page_locked_memory::find(void const* ptr) const {

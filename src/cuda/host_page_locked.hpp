@@ -47,9 +47,9 @@ class page_locked_memory {
   };
   using table = std::map<void*, host_range>;
 
-  // Whether [ptr, ptr + bytes), widened to whole pages, shares a page with a range of `ranges`
-  // (its ranges, widened alike, do not overlap one another). Caller holds mutex_; the range does
-  // not wrap (register_host checked).
+  // Whether [ptr, ptr + bytes) shares a byte with a range of `ranges` (which do not overlap one
+  // another). Ranges that only share a page do not overlap: CUDA registers both (an H100, driver
+  // 580). Caller holds mutex_; the range does not wrap (register_host checked).
   static bool overlaps(table const& ranges, void* ptr, std::size_t bytes);
   // The range of either table holding `ptr`, if any. Caller holds mutex_.
   host_range const* find(void const* ptr) const;
