@@ -69,6 +69,39 @@ TEST_F(memory_pointer_test, finalizer_runs_exactly_once_when_the_last_owner_goes
 // -1 and no context (it used to keep all but the owner, so device() named a device and
 // owning_context() a context, possibly closed since, of a pointer that owns nothing). A copy
 // keeps everything; the pointer moved to has what the source had.
+// The same for pinned and mapped host memory: a moved-from one kept its host address, size and
+// context (owning_context() named a context, possibly closed since, of memory it no longer owns).
+TEST_F(memory_pointer_test, moved_from_pinned_and_mapped_memory_are_empty) {
+  pinned_memory pinned(ctx, storage, 64);
+  pinned_memory pinned_to = std::move(pinned);
+  EXPECT_EQ(pinned_to.host_pointer(), storage);
+  EXPECT_EQ(pinned_to.size(), 64u);
+  EXPECT_EQ(&pinned_to.owning_context(), &ctx);
+  EXPECT_FALSE(pinned);  // NOLINT(bugprone-use-after-move): what is checked
+  EXPECT_EQ(pinned.host_pointer(), nullptr);
+  EXPECT_EQ(pinned.size(), 0u);
+  EXPECT_THROW((void)pinned.owning_context(), logic_error);
+  pinned_memory pinned_assigned;
+  pinned_assigned = std::move(pinned_to);
+  EXPECT_EQ(pinned_assigned.host_pointer(), storage);
+  EXPECT_EQ(pinned_to.host_pointer(), nullptr);  // NOLINT(bugprone-use-after-move)
+
+  mapped_memory mapped(ctx, storage, storage + 8, 32);
+  mapped_memory mapped_to = std::move(mapped);
+  EXPECT_EQ(mapped_to.host_pointer(), storage);
+  EXPECT_EQ(mapped_to.device_pointer(), storage + 8);
+  EXPECT_FALSE(mapped);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(mapped.host_pointer(), nullptr);
+  EXPECT_EQ(mapped.device_pointer(), nullptr);
+  mapped_memory mapped_assigned;
+  mapped_assigned = std::move(mapped_to);
+  EXPECT_EQ(mapped_assigned.host_pointer(), storage);
+  EXPECT_EQ(mapped_to.host_pointer(), nullptr);  // NOLINT(bugprone-use-after-move)
+  mapped_memory const copy = mapped_assigned;    // copies keep everything
+  EXPECT_EQ(copy.host_pointer(), storage);
+  EXPECT_EQ(mapped_assigned.use_count(), 2);
+}
+
 TEST_F(memory_pointer_test, a_moved_from_pointer_is_empty_as_a_default_constructed_one) {
   auto expect_empty = [](memory_pointer const& p) {
     EXPECT_FALSE(p);

@@ -173,6 +173,20 @@ class mapped_memory : public auto_free_pointer {
   mapped_memory() = default;
   mapped_memory(context& ctx, void* host_ptr, void* device_ptr, std::size_t size,
                 std::function<void()> finalizer = {});
+  mapped_memory(mapped_memory const&) = default;
+  mapped_memory& operator=(mapped_memory const&) = default;
+  // A moved-from one is empty, host_pointer() null too (as memory_pointer's moves).
+  mapped_memory(mapped_memory&& other) noexcept
+      : auto_free_pointer(static_cast<auto_free_pointer&&>(other)),
+        host_ptr_(std::exchange(other.host_ptr_, nullptr)) {}
+  mapped_memory& operator=(mapped_memory&& other) noexcept {
+    if (this != &other) {
+      host_ptr_ = std::exchange(other.host_ptr_, nullptr);
+      auto_free_pointer::operator=(static_cast<auto_free_pointer&&>(other));
+    }
+    return *this;
+  }
+  ~mapped_memory() = default;
   void* host_pointer() const noexcept { return host_ptr_; }
 
  private:
@@ -195,6 +209,24 @@ class pinned_memory {
   pinned_memory() = default;
   pinned_memory(context& ctx, void* host_ptr, std::size_t size,
                 std::function<void()> finalizer = {}, std::shared_ptr<void> owner = {});
+  pinned_memory(pinned_memory const&) = default;
+  pinned_memory& operator=(pinned_memory const&) = default;
+  // A moved-from one is empty as a default-constructed one (as memory_pointer's moves).
+  pinned_memory(pinned_memory&& other) noexcept
+      : ctx_(std::exchange(other.ctx_, nullptr)),
+        host_ptr_(std::exchange(other.host_ptr_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        owner_(std::move(other.owner_)) {}
+  pinned_memory& operator=(pinned_memory&& other) noexcept {
+    if (this != &other) {
+      ctx_ = std::exchange(other.ctx_, nullptr);
+      host_ptr_ = std::exchange(other.host_ptr_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      owner_ = std::move(other.owner_);  // last: may run the previous owner's finalizer
+    }
+    return *this;
+  }
+  ~pinned_memory() = default;
 
   void* host_pointer() const noexcept { return host_ptr_; }
   std::size_t size() const noexcept { return size_; }
