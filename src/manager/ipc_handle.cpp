@@ -169,7 +169,9 @@ memory_pointer ipc_handle::open(context& ctx) {
   return opened_;
 }
 
-void ipc_handle::close() noexcept {
+void ipc_handle::close() {
+  GPUMEM_EXPECTS(is_open(),
+                 "ipc_handle::close: the handle is not open (never opened, or closed already)");
   opened_ = memory_pointer();
 }
 

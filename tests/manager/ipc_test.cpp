@@ -111,6 +111,7 @@ TEST(ipc_child, opens_the_exported_view) {
   }
   handle.close();
   EXPECT_FALSE(handle.is_open());
+  EXPECT_THROW(handle.close(), logic_error) << "closed twice (Numba's IpcHandle raises)";
   EXPECT_EQ(opened.use_count(), 1) << "the pointer keeps the mapping after close()";
   opened = memory_pointer();                // unmaps
   memory_pointer again = handle.open(ctx);  // a closed handle may be opened again
@@ -147,6 +148,8 @@ TEST(ipc, opening_in_the_exporting_process_is_an_error) {
   // Also after a round trip through bytes.
   ipc_handle copy = ipc_handle::deserialize(handle.serialize());
   EXPECT_THROW((void)copy.open(ctx), logic_error);
+  // Never opened: nothing to close (Numba's IpcHandle.close() raises there too).
+  EXPECT_THROW(copy.close(), logic_error);
 }
 
 TEST(ipc, serialisation_round_trips_every_field) {

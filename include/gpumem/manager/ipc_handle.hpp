@@ -60,8 +60,9 @@ class ipc_handle {
   // Maps the memory into this process on `ctx`'s device and returns a pointer to the exported
   // bytes (allocation base + offset, `size()` bytes).
   memory_pointer open(context& ctx);
-  // Drops the handle's reference to the opened memory (no-op when not open).
-  void close() noexcept;
+  // Drops the handle's reference to the opened memory. Throws gpumem::logic_error when the
+  // handle is not open (never opened, or closed already), as Numba's IpcHandle.close() raises.
+  void close();
 
  private:
   memory_pointer base_;
