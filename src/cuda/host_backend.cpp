@@ -139,7 +139,13 @@ class host_backend final : public detail::vmm_backend {
 
   void* allocate_managed(std::size_t bytes, bool) override {
     void* const p = arena_.allocate(bytes, "allocate_managed");
-    if (p != nullptr) managed_.add(p);
+    if (p == nullptr) return p;
+    try {
+      managed_.add(p);
+    } catch (...) {  // no memory for the record: the allocation is not made either
+      arena_.free(p, "allocate_managed");
+      throw;
+    }
     return p;
   }
   void deallocate_managed(void* ptr) override {

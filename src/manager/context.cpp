@@ -5,6 +5,8 @@
 
 #include <gpumem/cuda/detail/scoped_device.hpp>
 
+#include "plugin_calls.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -149,27 +151,17 @@ context& current_context() {
 void check_memory_manager_version(memory_manager_factory const& factory, std::string const& what) {
   GPUMEM_EXPECTS(static_cast<bool>(factory), "memory manager " + what + ": the factory is empty");
   context probe(0, context::probe_tag{});
-  // The plugin's own code (its factory, constructor, interface_version() and name()) may throw
-  // anything: gpumem's own errors pass as they are (typed, naming their value: a bad environment
-  // variable read by the first backend() call, say); anything else becomes a logic_error that
-  // names the plugin.
+  // The plugin's own code: its factory, constructor, interface_version() and name().
   std::unique_ptr<memory_manager> instance;
   int version = 0;
   std::string name;
-  try {
+  detail::call_plugin("memory manager " + what + ": probing the manager", [&] {
     instance = factory(probe);
     if (instance != nullptr) {
       version = instance->interface_version();
       name = instance->name();
     }
-  } catch (error const&) {
-    throw;
-  } catch (std::exception const& e) {
-    throw logic_error("memory manager " + what + ": probing the manager threw: " + e.what());
-  } catch (...) {
-    throw logic_error("memory manager " + what +
-                      ": probing the manager threw an exception that is not a std::exception");
-  }
+  });
   GPUMEM_EXPECTS(instance != nullptr, "memory manager " + what + ": the factory returned null");
   GPUMEM_EXPECTS(version == memory_manager_interface_version,
                  "memory manager " + what + " (" + name + "): EMM Plugin interface has version " +

@@ -9,6 +9,7 @@
 #include <gpumem/cuda/detail/scoped_device.hpp>
 #include "allocation_retry.hpp"
 #include "builtin_resource_managers.hpp"
+#include "plugin_calls.hpp"
 #include "usage_counters.hpp"
 
 #include <dlfcn.h>
@@ -111,17 +112,8 @@ memory_manager_factory load_plugin_library(std::string const& path, std::string 
                       (reason ? std::string(": ") + reason : std::string()));
   }
   auto const entry = reinterpret_cast<gpumem_memory_manager_entry_point>(symbol);
-  memory_manager_factory* factory = nullptr;
-  try {
-    factory = entry();
-  } catch (error const&) {
-    throw;
-  } catch (std::exception const& e) {
-    throw logic_error(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT " threw: " + e.what());
-  } catch (...) {
-    throw logic_error(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT
-                             " threw an exception that is not a std::exception");
-  }
+  memory_manager_factory* const factory =
+      detail::call_plugin(what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT, entry);
   GPUMEM_EXPECTS(factory != nullptr && *factory,
                  what + ": " GPUMEM_MEMORY_MANAGER_ENTRY_POINT " returned no factory");
   return *factory;

@@ -230,8 +230,12 @@ std::vector<log_event> parse_log(std::istream& in) {
 }
 
 std::vector<log_event> parse_log_file(std::string const& path) {
+  // A NUL would end the name where the file system reads it: another file would be opened (a
+  // path from Python may hold one).
+  GPUMEM_EXPECTS(path.find('\0') == std::string::npos,
+                 "parse_log_file: the path " + quoted(path) + " holds a NUL byte");
   std::ifstream in(path);
-  GPUMEM_EXPECTS(in.is_open(), "parse_log_file: cannot open '" + path + "'");
+  GPUMEM_EXPECTS(in.is_open(), "parse_log_file: cannot open " + quoted(path));
   return parse_log(in);
 }
 

@@ -229,6 +229,18 @@ TEST(log_replay, missing_file_names_the_path) {
   }
 }
 
+TEST(log_replay, a_path_holding_a_nul_byte_is_refused_not_cut_short) {
+  // Cut at the NUL, the name would be another file's (here, an existing directory's).
+  std::string const path = std::string("/tmp") + '\0' + "gpumem.csv";
+  try {
+    parse_log_file(path);
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("NUL"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'/tmp\\x00gpumem.csv'"), std::string::npos) << e.what();
+  }
+}
+
 // A replay that changes thread at every event, over many threads: every event is replayed on its
 // thread, in order. (Each hand-over wakes only the thread whose turn it is; with one condition
 // variable for all, 64 threads took about 30 times as long as 2. How long it takes is a benchmark's
