@@ -45,6 +45,22 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
   }
   if (got == 0) got = carve_batch(cache, cls, want);
   pool_bump(cache.counters.cached_bytes, got * size);
+  if (s.fence_wanted.load(std::memory_order_relaxed)) fence_as_wanted(s);
+}
+
+void pool_state::fence_as_wanted(pool_stream& s) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++lock_acquisitions_;
+  try {
+    if (!fenceable(s)) {
+      s.fence_wanted.store(false, std::memory_order_relaxed);
+      return;
+    }
+    fence_locked(s);  // clears the flag
+    poll_stream_locked(s);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": fence failed: " + e.what());
+  }
 }
 
 std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
@@ -169,6 +185,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     return;
   }
   pool_bump(cache.counters.cached_bytes, -static_cast<std::int64_t>(move * size));
+  if (s.fence_wanted.load(std::memory_order_relaxed)) fence_as_wanted(s);
 }
 
 void pool_state::flush_cache_locked(pool_thread_cache& cache) noexcept {
@@ -246,7 +263,7 @@ void pool_state::retire_cache(pool_thread_cache& cache) noexcept {
   // once its memory is free for all.
   if (cache.stream->per_thread) {
     try {
-      settle_locked(*cache.stream);
+      settle_locked(*cache.stream, cache.stream);
     } catch (std::exception const& e) {
       log(log_level::warn, name() + ": settling a thread's stream at its exit failed: " + e.what());
     }

@@ -1,6 +1,6 @@
 // pool_resource's fences (see pool_state.hpp): events recorded over what a stream handed back, the
 // epochs that order them, the moves of completed extents to the free ones, the settling of a
-// stream (idle, released, fenced, or destroyed without release_stream and buried). Every function
+// stream (idle, released, fenced, or reached through a device synchronisation). Every function
 // named *_locked runs with the pool's mutex held.
 #include "pool_state.hpp"
 
@@ -41,10 +41,15 @@ event_handle pool_state::take_event_locked() {
 void pool_state::fence_locked(pool_stream& s) {
   if (!fenceable(s)) return;
   std::lock_guard<pool_lock> arena(s.mutex);
+  s.fence_wanted.store(false, std::memory_order_relaxed);
   if (s.unfenced_bytes == 0) return;
   // The null and per-thread handles name the current device's stream: the pool's device must be
   // current (callers need not make it so: selects_own_device).
   scoped_device const on_device(backend_, device_);
+  // An event recorded while the stream is captured into a graph is a node of the graph, not a
+  // record: queried, it would read as complete before the graph has run. The extents wait for a
+  // fence recorded outside the capture.
+  if (backend_.stream_is_capturing(s.handle)) return;
   event_handle event = take_event_locked();
   try {
     backend_.record_event(event, s.handle);
@@ -85,54 +90,72 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
   return true;
 }
 
-bool pool_state::stream_dead(pool_stream const& s) noexcept {
-  if (s.key.which != pool_stream_key::kind::created || s.released.load(std::memory_order_relaxed))
-    return false;
-  try {
-    return backend_.stream_id(s.handle) != s.key.id;
-  } catch (...) {
-    return true;  // no longer a stream
-  }
+bool pool_state::touchable(pool_stream const& s, pool_stream const* caller) const noexcept {
+  return fenceable(s) && (s.key.which != pool_stream_key::kind::created || &s == caller);
 }
 
-void pool_state::bury_locked(pool_stream& s) noexcept {
-  // Marked released first, as release_stream cuts before it waits: from now on no thread's free
-  // joins the entry (a free matching its handle finds it released), and the cut covers every
-  // extent handed back before. Whatever the stream had queued before it was destroyed has finished
-  // once the device is synchronised (a destroyed stream's work still runs to its end); then its
-  // memory is idle, as after release_stream, and its entry goes like a released stream's.
-  s.released.store(true, std::memory_order_relaxed);
-  std::uint64_t const upto = cut_epoch_locked(s);
-  try {
-    scoped_device const on_device(backend_, device_);
-    backend_.synchronize();
-    ++synchronizations_;
-  } catch (std::exception const& e) {
-    log(log_level::error, name() + ": synchronising the device for a destroyed stream failed: " +
-                              e.what() + " (its memory is taken back anyway)");
-  }
-  log(log_level::warn, name() + ": stream " + pool_hex(reinterpret_cast<std::uintptr_t>(s.handle)) +
-                           " was destroyed without release_stream(); its memory is free again "
-                           "after a device synchronisation");
-  complete_all_fences_locked(s, upto);
-}
-
-void pool_state::settle_locked(pool_stream& s, bool may_wait) {
+void pool_state::settle_locked(pool_stream& s, pool_stream const* caller) {
   drain_class_lists_locked(s);
   if (s.extents.bytes() == 0 && s.fences.empty()) return;
-  if (stream_dead(s)) {
-    if (may_wait) bury_locked(s);
-    return;
-  }
   if (s.released.load(std::memory_order_relaxed)) {
     // Given back with release_stream, which waited for it; frees on it since then waited for it
     // too (deallocate_on_released). It may be destroyed by now: never queried or recorded on.
     complete_all_fences_locked(s, cut_epoch_locked(s));
     return;
   }
-  if (!fenceable(s)) return;
-  if (complete_if_idle_locked(s)) return;
-  fence_locked(s);
+  if (touchable(s, caller)) {
+    if (complete_if_idle_locked(s)) return;
+    fence_locked(s);
+    return;
+  }
+  // Its handle is not to be used in this call: its own fences, and a fence of the rest at its
+  // next call.
+  poll_stream_locked(s);
+  if (s.extents.bytes() > 0) s.fence_wanted.store(true, std::memory_order_relaxed);
+}
+
+void pool_state::want_fences_locked(pool_stream const& s) noexcept {
+  for (auto& entry : streams_) {
+    pool_stream& o = *entry.second;
+    if (&o != &s && !touchable(o, &s) && !o.released.load(std::memory_order_relaxed) &&
+        o.extents.bytes() > 0)
+      o.fence_wanted.store(true, std::memory_order_relaxed);
+  }
+}
+
+void pool_state::complete_all_after_synchronizing(std::unique_lock<std::mutex>& lock) {
+  struct cut {
+    pool_stream* stream;
+    std::uint64_t upto;
+  };
+  std::vector<cut> cuts;
+  cuts.reserve(streams_.size());
+  for (auto& entry : streams_) {
+    pool_stream& o = *entry.second;
+    drain_class_lists_locked(o);
+    cuts.push_back({&o, cut_epoch_locked(o)});
+    ++o.pins;  // not reaped while the mutex is released
+  }
+  struct unpin {
+    std::vector<cut>& cuts;
+    ~unpin() {
+      for (auto const& c : cuts)
+        --c.stream->pins;
+    }
+  } const unpinned{cuts};
+  // Released meanwhile: a thread that opens a gate some stream waits for may need the mutex.
+  lock.unlock();
+  try {
+    scoped_device const on_device(backend_, device_);
+    backend_.synchronize();
+  } catch (...) {
+    lock.lock();
+    throw;
+  }
+  lock.lock();
+  ++synchronizations_;
+  for (auto const& c : cuts)
+    complete_all_fences_locked(*c.stream, c.upto);
 }
 
 bool pool_state::poll_stream_locked(pool_stream& s) {

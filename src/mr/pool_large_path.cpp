@@ -92,9 +92,10 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
     s.net_returned += static_cast<std::int64_t>(size);
     // A stream that takes back about what it frees needs no fence: its blocks come back to it.
     // One that frees more than it takes (the consumer of a producer) is fenced every
-    // large_fence_bytes of that excess, so that others can use it. With a single stream nobody
-    // waits for a fence.
-    fence = s.net_returned >= static_cast<std::int64_t>(large_fence_bytes()) &&
+    // large_fence_bytes of that excess, so that others can use it, and so is one whose memory
+    // another stream wanted since its last fence. With a single stream nobody waits for a fence.
+    fence = (s.net_returned >= static_cast<std::int64_t>(large_fence_bytes()) ||
+             s.fence_wanted.load(std::memory_order_relaxed)) &&
             stream_count_.load(std::memory_order_relaxed) > 1;
   }
   if (fence) {

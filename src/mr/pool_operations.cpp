@@ -49,11 +49,20 @@ bool pool_state::track_deallocate(void* ptr, std::size_t requested) noexcept {
 std::size_t pool_state::trim() {
   flush_request_.fetch_add(1, std::memory_order_relaxed);
   flush_calling_thread();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
   for (auto& entry : streams_)
     drain_class_lists_locked(*entry.second);
-  for (auto& entry : streams_)
-    settle_locked(*entry.second);
+  // No stream is named by this call: created streams are not queried or recorded on (one may have
+  // been destroyed without release_stream). What their completed fences do not cover is reached
+  // through one device synchronisation, as cudaFree waits for the device.
+  bool wait = false;
+  for (auto& entry : streams_) {
+    pool_stream& s = *entry.second;
+    settle_locked(s, nullptr);
+    wait = wait || (!touchable(s, nullptr) && !s.released.load(std::memory_order_relaxed) &&
+                    s.extents.bytes() > 0);
+  }
+  if (wait) complete_all_after_synchronizing(lock);
   poll_locked();
   std::size_t const trimmed = trim_locked();
   reap_retired_locked();

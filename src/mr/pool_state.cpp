@@ -296,8 +296,11 @@ std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s
 //   2. (a pool that keeps missing grows instead of merging again: pool_thrash_misses)
 //      all of the calling thread's caches and stream's lists;
 //   3. a fit in the extents of another stream that is idle on the device (asked after a cut of
-//      its epochs, at most pool_idle_queries streams, smallest fit first): that block alone
-//      (a cached size: with a slab for the stream's next refills);
+//      its epochs, at most pool_idle_queries streams, smallest fit first), among the streams
+//      whose handles this call may use (touchable: the calling thread's per-thread stream): that
+//      block alone (a cached size: with a slab for the stream's next refills). Every other stream
+//      holding extents is asked (want_fences_locked) to fence them in its own next call, so that
+//      a later miss finds them covered by a completed fence;
 //   4. the parked blocks (class lists and extents) of quiet streams, those that have not
 //      allocated since the pool last grew, when they are at least half of what the pool holds,
 //      at most once per growth. Taking the blocks of a stream that is still allocating only
@@ -318,6 +321,14 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
     explicit pin(pool_stream& stream) : s(stream) { ++s.pins; }
     ~pin() { --s.pins; }  // the mutex is held again whenever obtain returns or throws
   } const pinned(s);
+  // Another stream wanted what this one handed back: only a call made on it may record the fence.
+  if (s.fence_wanted.load(std::memory_order_relaxed)) {
+    try {
+      fence_locked(s);
+    } catch (std::exception const& e) {
+      log(log_level::warn, name() + ": fence failed: " + e.what());
+    }
+  }
   if (void* p = fit_locked(size, s)) return p;
   s.short_at_growth = upstream_allocations_;  // counted by the next growth's step
   // Free extents next to the stream's own merge with them: a fit may straddle the two.
@@ -363,9 +374,20 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // quiet ones, as before.
   if (std::uintptr_t const idle = take_from_idle_stream_locked(size, s))
     return reinterpret_cast<void*>(idle);
+  // What other streams handed back since their last fences is theirs until they fence it, in
+  // their own next calls: ask them to.
+  want_fences_locked(s);
   std::size_t const parked = reclaims_since_growth_ == 0 ? parked_by_quiet_others_locked(s) : 0;
   if (parked > 0 && parked >= held_ / 2)
     if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/true)) return p;
+  // Streams no thread cache names any more hold memory that only their own next call would fence:
+  // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
+  // (and at least this request), one device synchronisation frees it instead of a growth.
+  if (orphaned_bytes_locked(s) >= std::max(pool_round_up(size), held_ / 4)) {
+    complete_all_after_synchronizing(lock);
+    reap_retired_locked();
+    if (void* p = fit_locked(size, s)) return p;
+  }
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
@@ -389,22 +411,25 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
     if (void* p = fit_locked(size, s)) return p;
   }
   if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/false)) return p;
-  // Last resort: other threads flush at their next call; wait for every stream so that every
-  // extent handed back so far is free for all.
+  // Last resort: other threads flush at their next call; wait for the device so that every
+  // extent and list handed back so far is free for all.
   flush_request_.fetch_add(1, std::memory_order_relaxed);
-  std::vector<std::pair<pool_stream*, std::uint64_t>> cuts;
-  cuts.reserve(streams_.size());
-  for (auto& entry : streams_)
-    cuts.emplace_back(entry.second.get(), cut_epoch_locked(*entry.second));
-  scoped_device const on_device(backend_, device_);
-  backend_.synchronize();
-  ++synchronizations_;
-  for (auto const& [stream, upto] : cuts)
-    complete_all_fences_locked(*stream, upto);
+  complete_all_after_synchronizing(lock);
   if (void* p = fit_locked(size, s)) return p;
   if (trim_locked() > 0 && grow(lock, size, &s))
     if (void* p = fit_locked(size, s)) return p;
   throw_out_of_memory_locked(size);
+}
+
+std::size_t pool_state::orphaned_bytes_locked(pool_stream const& s) const noexcept {
+  std::size_t orphaned = 0;
+  for (auto const& entry : streams_) {
+    pool_stream const& other = *entry.second;
+    if (&other != &s && other.key.which == pool_stream_key::kind::created && other.caches == 0 &&
+        !other.released.load(std::memory_order_relaxed))
+      orphaned += other.extents.bytes() + other.class_list_bytes.load();
+  }
+  return orphaned;
 }
 
 std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) const noexcept {
@@ -420,12 +445,11 @@ std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) cons
 void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
   ++reclaims_;
   ++reclaims_since_growth_;
-  // A dead stream is buried (a device synchronisation) only where growth may wait, or as the last
-  // resort before out-of-memory (which synchronises anyway).
-  bool const may_wait = options_.trim_before_growth || !quiet_only;
+  // Without a wait: the streams that `s` may not use (touchable) only poll their fences and are
+  // asked to fence the rest in their own next calls; only the last resort waits (obtain).
   for (auto& entry : streams_)
     if (entry.second.get() != &s && (!quiet_only || quiet(*entry.second)))
-      settle_locked(*entry.second, may_wait);
+      settle_locked(*entry.second, &s);
   poll_locked();
   return fit_locked(size, s);
 }

@@ -74,6 +74,9 @@ class pool_state {
   // stream and returns how many it pushed.
   std::uint32_t carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want);
   void overflow(pool_thread_cache& cache, unsigned cls) noexcept;
+  // A refill or overflow found its stream's fence wanted (pool_stream::fence_wanted): takes
+  // mutex_ and fences the stream, in this call made on it.
+  void fence_as_wanted(pool_stream& s) noexcept;
   // The large-size path: first the calling thread's stream's own extents under that stream's lock
   // alone (pool_thread_cache.cpp); else allocate_large / deallocate_large, under mutex_.
   enum class own_free { taken, refused, elsewhere };
@@ -168,8 +171,8 @@ class pool_state {
   bool is_per_thread(stream_handle handle) const noexcept {
     return has_per_thread_handle_ && handle != nullptr && handle == per_thread_handle_;
   }
-  // Drops the entries of released streams and of exited threads' per-thread streams that own
-  // nothing and no cache refers to any more.
+  // Drops the entries of released streams, of exited threads' per-thread streams and of created
+  // streams that own nothing and no cache refers to any more.
   void reap_retired_locked() noexcept;
   // Adds a reaped released stream to released_keys_ (dropping the oldest past the bound).
   void remember_released_locked(pool_stream_key key) noexcept;
@@ -202,15 +205,17 @@ class pool_state {
   // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
   void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                bool own_tried = false);
-  // A block of `size` bytes for `s` from another stream's extents (the smallest fit among those
-  // that may be recorded on), taken at once: `s` is made to wait, on the device, for an event
-  // recorded on the owner now, so that its work on the block follows the owner's. 0 if none (or
-  // either stream is being captured into a graph).
+  // A block of `size` bytes for `s` from another stream's extents (the smallest fit), taken at
+  // once: `s` is made to wait, on the device, for an event over the block, so that its work on the
+  // block follows the owner's: recorded on the owner now where it is touchable, else the owner's
+  // latest fence (an extent handed back after it is not taken). 0 if none (or a stream involved is
+  // being captured into a graph).
   std::uintptr_t take_from_other_stream_locked(std::size_t size, pool_stream& s);
   // A block of `size` bytes for `s` cut from the smallest fit among other streams' extents whose
   // stream is idle on the device (asked after a cut of its epochs: what it freed before is free for
   // every stream), taken at once, with a slab of pool_slab_bytes for a cached size (into `s`'s
-  // extents); the rest of that extent stays with its owner. 0 if none.
+  // extents); the rest of that extent stays with its owner. Only streams touchable from `s` are
+  // asked. 0 if none.
   std::uintptr_t take_from_idle_stream_locked(std::size_t size, pool_stream& s);
   // Another stream took `taken` bytes of `owner`'s extents (before they leave them): its counts of
   // what it handed back follow.
@@ -240,6 +245,9 @@ class pool_state {
   // Bytes in the class lists and extents of the other streams that have not allocated since the
   // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
   std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
+  // Bytes in the class lists and extents of created streams other than `s` that no thread cache
+  // names (and not released): only their own next call, or a device synchronisation, frees them.
+  std::size_t orphaned_bytes_locked(pool_stream const& s) const noexcept;
   static bool quiet(pool_stream const& s) noexcept {
     return s.refills.load(std::memory_order_relaxed) == s.refills_seen;
   }
@@ -276,18 +284,34 @@ class pool_state {
   }
   // --- streams and fences (mutex_ held; they take the stream's lock) ---
   [[nodiscard]] bool give_back_locked(void* ptr, std::size_t size, pool_stream& s) noexcept;
-  // Fences `s` when it has handed back at least `threshold` bytes since its last fence (and other
-  // streams exist to use them).
+  // Fences `s` (the stream of the caller's free) when it has handed back at least `threshold` bytes
+  // since its last fence, or another stream has wanted fences since (and other streams exist to
+  // use them).
   void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
-  // What `s` freed, for every stream: at once if idle (or released), else once a fence recorded now
-  // completes. A dead stream (stream_dead: destroyed without release_stream, its handle naming no
-  // stream or a later one) is buried (bury_locked: marked released, the device synchronised, its
-  // memory completed) unless `may_wait` is false.
-  void settle_locked(pool_stream& s, bool may_wait = true);
-  bool stream_dead(pool_stream const& s) noexcept;
-  void bury_locked(pool_stream& s) noexcept;
+  // True if `s`'s handle may be used (queried, recorded on) in a call made on `caller`'s stream
+  // (null: a call on no stream, such as trim): the legacy default stream, and the calling thread's
+  // own per-thread default stream, always (fenceable); a created stream only when it is the
+  // caller's. A created stream named by no call in progress may have been destroyed without
+  // release_stream, and any use of a destroyed stream's handle is undefined in CUDA (on an H200,
+  // driver 580, cudaStreamQuery, cuStreamGetId, cudaEventRecord and the rest crash the process):
+  // the pool reaches such a stream's memory through the events it recorded (its fences) or a
+  // device synchronisation, never through its handle.
+  bool touchable(pool_stream const& s, pool_stream const* caller) const noexcept;
+  // What `s` freed, for every stream, without waiting. A stream touchable from `caller` (null: a
+  // call made on no stream, such as trim): at once if idle (or released), else once a fence
+  // recorded now completes. Any other: its completed fences are polled, and it is asked
+  // (fence_wanted) to fence the rest in its own next call.
+  void settle_locked(pool_stream& s, pool_stream const* caller);
+  // Asks every stream other than `s` that `s` may not use (touchable) and that holds extents to
+  // fence them in its own next call (pool_stream::fence_wanted).
+  void want_fences_locked(pool_stream const& s) noexcept;
+  // The last resort before out-of-memory: every stream's lists and extents handed back so far are
+  // cut, the device is synchronised with `lock` released (the cut streams pinned meanwhile), and
+  // all of that memory is free for every stream. The only wait for other streams' work: it also
+  // covers streams destroyed without release_stream, whose handles the pool never uses.
+  void complete_all_after_synchronizing(std::unique_lock<std::mutex>& lock);
   // Starts a new epoch on `s` and returns the last one: a stream query or synchronisation made
   // after this covers every extent of `s` with an epoch up to the value returned (extents handed
   // back meanwhile, by threads working on `s` without mutex_, get a later epoch).

@@ -123,6 +123,10 @@ struct alignas(64) pool_stream {
   std::uint64_t epoch = 1;         // given to extents handed back now
   pool_extent_set extents;         // owned by this stream: reusable by it at once
   std::size_t unfenced_bytes = 0;  // extents handed back since the last fence
+  // Set by a stream that ran short while this one held extents that no fence covers (a thread
+  // that may not use this stream's handle: pool_state::touchable); cleared by its next fence,
+  // which its own next give-back or miss records, in a call made on it.
+  std::atomic<bool> fence_wanted{false};
   // Large blocks handed back less those taken, under `mutex`, since the last fence.
   std::int64_t net_returned = 0;
   // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no

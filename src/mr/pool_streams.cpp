@@ -73,23 +73,30 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   // choosing: waiting for the locks of 15 busy streams took 5.5 us per miss on an H100 with 16
   // threads. Not the legacy default stream: a wait for it waits for every blocking stream, and
   // what it owns was mostly freed on released streams, which were synchronised already.
+  // An owner that is not touchable (another thread's created stream, which may be gone) offers
+  // only what its latest fence covers: `s` waits for that fence's event, never for its handle.
+  auto const covers = [this, &s](pool_stream const& o, pool_extent_entry const& fit) {
+    return touchable(o, &s) || (!o.fences.empty() && fit.second.epoch <= o.fences.back().epoch);
+  };
   pool_stream* owner = nullptr;
   std::size_t owner_fit = 0;
   for (auto& entry : streams_) {
     pool_stream& o = *entry.second;
-    if (&o == &s || !fenceable(o) || o.key.which == pool_stream_key::kind::null_stream ||
-        o.extents.bytes() < size)
+    if (&o == &s || o.released.load(std::memory_order_relaxed) ||
+        o.key.which == pool_stream_key::kind::null_stream || o.extents.bytes() < size ||
+        (!touchable(o, &s) && o.fences.empty()))
       continue;
     std::unique_lock<pool_lock> arena(o.mutex, std::try_to_lock);
     if (!arena.owns_lock()) continue;
     pool_extent_entry const* const fit = o.extents.best_fit(size);
-    if (fit != nullptr && (owner == nullptr || fit->second.size < owner_fit)) {
+    if (fit != nullptr && covers(o, *fit) && (owner == nullptr || fit->second.size < owner_fit)) {
       owner = &o;
       owner_fit = fit->second.size;
     }
   }
   if (owner == nullptr) return 0;
   event_handle event = nullptr;
+  bool const record = touchable(*owner, &s);
   pool_extent_entry* fit = nullptr;
   std::unique_lock<pool_lock> arena(owner->mutex);
   try {
@@ -97,20 +104,23 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
     // current.
     scoped_device const on_device(backend_, device_);
     fit = owner->extents.best_fit(size);
-    if (fit == nullptr) return 0;
-    // A handle names the stream it was seen with only while that stream lives: one destroyed
-    // without release_stream may have left its address to a new stream, and an event recorded
-    // there would not follow the old stream's work.
-    if (stream_dead(*owner)) return 0;
+    if (fit == nullptr || !covers(*owner, *fit)) return 0;
     // A stream being captured into a graph cannot wait for an event recorded outside its capture,
     // nor may an event recorded in a capture be waited for outside it (the waiting stream would
     // join the capture). Asked under the owner's lock, just before the record.
-    if (backend_.stream_is_capturing(s.handle) || backend_.stream_is_capturing(owner->handle))
+    if (backend_.stream_is_capturing(s.handle) ||
+        (record && backend_.stream_is_capturing(owner->handle)))
       return 0;
-    event = take_event_locked();
-    // Recorded with the owner's lock held: the extent holds only blocks handed back before it.
-    backend_.record_event(event, owner->handle);
-    backend_.stream_wait_event(s.handle, event);
+    if (record) {
+      event = take_event_locked();
+      // Recorded with the owner's lock held: the extent holds only blocks handed back before it.
+      backend_.record_event(event, owner->handle);
+      backend_.stream_wait_event(s.handle, event);
+    } else {
+      // The fence stays the owner's (polled as before): the wait is for its record, which is
+      // not made again before the fence is seen complete.
+      backend_.stream_wait_event(s.handle, owner->fences.back().event);
+    }
   } catch (std::exception const& e) {
     if (event != nullptr) return_event_locked(event);
     log(log_level::warn, name() + ": taking another stream's free memory failed: " + e.what());
@@ -118,7 +128,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   }
   // The wait is for the record it followed (a backend's contract, as CUDA's): the event may be
   // recorded again at once.
-  return_event_locked(event);
+  if (event != nullptr) return_event_locked(event);
   ++stream_waits_;
   // The whole extent moves: `s` carves its next blocks from the rest without another wait, and
   // blocks of the two streams do not interleave in it. It leaves the owner's extents before `s`'s
@@ -182,7 +192,7 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
   std::size_t found = 0;
   for (auto& entry : streams_) {
     pool_stream& o = *entry.second;
-    if (&o == &s || !fenceable(o) || o.key.which == pool_stream_key::kind::null_stream ||
+    if (&o == &s || !touchable(o, &s) || o.key.which == pool_stream_key::kind::null_stream ||
         o.extents.bytes() < size)  // bytes(): a hint, read without the lock
       continue;
     std::unique_lock<pool_lock> arena(o.mutex, std::try_to_lock);
@@ -208,11 +218,8 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
     std::uint64_t upto = 0;
     try {
       if (!on_device) on_device.emplace(backend_, device_);
-      // A created stream's handle names it only while it lives (one destroyed without
-      // release_stream is left to settle_locked, which waits for the device); a stream being
-      // captured may not be queried, and a block for a capture is left to the capture's own rules
-      // (as take_from_other_stream_locked).
-      if (stream_dead(owner)) continue;
+      // A stream being captured may not be queried, and a block for a capture is left to the
+      // capture's own rules (as take_from_other_stream_locked).
       if (backend_.stream_is_capturing(s.handle)) return 0;
       if (backend_.stream_is_capturing(owner.handle)) continue;
       upto = cut_epoch_locked(owner);
@@ -244,7 +251,10 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
 void pool_state::reap_retired_locked() noexcept {
   for (auto it = streams_.begin(); it != streams_.end();) {
     pool_stream const& s = *it->second;
-    bool const gone = s.retired || s.released.load(std::memory_order_relaxed);
+    // A created stream that no thread cache names may be gone without release_stream (the pool
+    // cannot ask): its entry goes once it owns nothing, and comes back, empty, if it is used again.
+    bool const gone = s.retired || s.released.load(std::memory_order_relaxed) ||
+                      (s.key.which == pool_stream_key::kind::created && s.caches == 0);
     if (gone && s.caches == 0 && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
         s.class_list_bytes.load(std::memory_order_relaxed) == 0) {
       if (s.released.load(std::memory_order_relaxed)) remember_released_locked(s.key);
@@ -330,7 +340,7 @@ void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) n
   if (streams_.size() < 2 || !fenceable(s)) return;
   {
     std::lock_guard<pool_lock> arena(s.mutex);
-    if (s.unfenced_bytes < threshold) return;
+    if (s.unfenced_bytes < threshold && !s.fence_wanted.load(std::memory_order_relaxed)) return;
   }
   try {
     fence_locked(s);

@@ -12,6 +12,8 @@
 // in a shared library) costs a __tls_get_addr call and an initialisation check on every access.
 #include "pool_state.hpp"
 
+#include <algorithm>
+
 #include <gpumem/core/config.hpp>
 #include <gpumem/core/logging.hpp>
 
@@ -82,8 +84,22 @@ pool_thread_cache* find_or_make(pool_state& pool, stream_handle stream, pool_str
         pool.reuse_released(*entry.cache);
       return remember(entry.pool_id, key, entry.cache.get());
     }
-  // Forget caches of destroyed pools and released streams before adding one.
+  // Forget caches of destroyed pools and released streams before adding one, and the oldest of
+  // this pool's when the thread has its fill of them.
   forget_dead_entries(t, pool);
+  std::size_t mine = 0;
+  for (auto const& entry : t.entries)
+    mine += entry.pool_id == pool.id() ? 1 : 0;
+  if (mine >= pool_thread_caches_per_pool) {
+    // Not the per-thread default stream's: that cache settles the stream at the thread's exit.
+    auto const oldest = std::find_if(t.entries.begin(), t.entries.end(), [&](tls_entry const& e) {
+      return e.pool_id == pool.id() && !e.cache->stream->per_thread;
+    });
+    if (oldest != t.entries.end()) {
+      pool.drop_cache(*oldest->cache);
+      t.entries.erase(oldest);
+    }
+  }
   t.entries.push_back({pool.id(), key, pool.make_cache(stream)});
   return remember(pool.id(), key, t.entries.back().cache.get());
 }

@@ -15,6 +15,11 @@ namespace gpumem::detail {
 class pool_state;
 
 inline constexpr std::uint32_t pool_bin_slots = 32;
+
+// Caches a thread keeps per pool, at most: one more drops its oldest (its blocks go to that
+// stream's lists). A thread that creates and destroys streams without release_stream would
+// otherwise keep a cache, and the blocks in it, for every stream it ever used.
+inline constexpr std::size_t pool_thread_caches_per_pool = 32;
 // The blocks on top of a stack that a free is compared with (pool_bin::holds_recent).
 inline constexpr std::uint32_t pool_bin_recent = 4;
 struct pool_bin {

@@ -59,6 +59,7 @@ TEST_F(pool_test, blocks_are_reclaimed_only_from_streams_that_stopped_allocating
       pool.deallocate(p, 1 * MiB, b);
   };
   churn_on_b(32);
+  void* const b_large = pool.allocate(8 * MiB, b);  // above max_cached_size: freed to b's extents
   std::vector<void*> taken;
   auto take_on_a = [&](int n) {
     for (int i = 0; i < n; ++i)
@@ -75,10 +76,14 @@ TEST_F(pool_test, blocks_are_reclaimed_only_from_streams_that_stopped_allocating
     take_on_a(2);
   }
   EXPECT_EQ(pool.statistics().reclaims, 0u);
-  // Once b is quiet, a's next misses reclaim its parked blocks: a fence over them, which completes
-  // once b's work has run; meanwhile a grows.
+  // Once b is quiet, a's next misses reclaim its parked blocks: they merge into b's extents, and b
+  // is asked to fence them (a call on a may not use b's handle); meanwhile a grows.
   take_on_a(16);
   EXPECT_GE(pool.statistics().reclaims, 1u);
+  // b's next call (a large free) records the fence, which completes once b's work has run.
+  std::uint64_t const events = pool.statistics().events_recorded;
+  pool.deallocate(b_large, 8 * MiB, b);
+  EXPECT_GT(pool.statistics().events_recorded, events) << "b's free did not fence what a wanted";
   busy.open();
   backend().synchronize_stream(b);
   std::size_t const held = pool.statistics().held_bytes;

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -36,18 +37,18 @@ class backend_upstream final : public memory_resource {
   device_backend& backend_;
 };
 
-// No call noted by `devices` on device 1; then the caller back on device 0 and the streams
-// destroyed.
-void expect_nothing_on_the_wrong_device(two_device_backend& devices, stream_handle a,
-                                        stream_handle b) {
+// No call noted by `devices` on device 1; then the caller back on device 0 and the created
+// streams among `streams` destroyed.
+void expect_nothing_on_the_wrong_device(two_device_backend& devices,
+                                        std::initializer_list<stream_handle> streams) {
   std::vector<std::string> const wrong = devices.on_wrong_device();
   std::string calls;
   for (auto const& call : wrong)
     calls += call + " ";
   EXPECT_TRUE(wrong.empty()) << "device calls made on device 1 for a device-0 pool: " << calls;
   devices.set_current_device(0);
-  backend().destroy_stream(a);
-  backend().destroy_stream(b);
+  for (stream_handle s : streams)
+    if (s != backend().per_thread_default_stream()) backend().destroy_stream(s);
 }
 
 // Every device call the pool makes for itself (growth, the stream it grows on, events,
@@ -82,7 +83,7 @@ void use_from_another_device(pool_options options) {
     EXPECT_EQ(devices.current_device(), 1) << "the pool left the caller on another device";
   }  // destroyed while device 1 is current
   EXPECT_EQ(devices.current_device(), 1);
-  expect_nothing_on_the_wrong_device(devices, a, b);
+  expect_nothing_on_the_wrong_device(devices, {a, b});
 }
 
 TEST(pool_device, a_pool_works_on_its_own_device_whichever_is_current) {
@@ -96,13 +97,14 @@ TEST(pool_device, an_expandable_pool_maps_its_pages_on_its_own_device) {
 }
 
 // An idle take asks another stream of the pool whether it is idle, and takes its block, on the
-// pool's device whichever device the caller has current.
+// pool's device whichever device the caller has current. The other stream is the calling thread's
+// per-thread default stream, the one kind of stream besides the caller's that a call may ask about.
 TEST(pool_device, an_idle_take_asks_on_the_pools_own_device) {
   GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   two_device_backend devices(backend());
   backend_upstream up(devices);
   stream_handle const a = backend().create_stream(true);
-  stream_handle const b = backend().create_stream(true);
+  stream_handle const own = backend().per_thread_default_stream();
   {
     pool_options options;
     options.backend = &devices;
@@ -110,21 +112,20 @@ TEST(pool_device, an_idle_take_asks_on_the_pools_own_device) {
     options.chunk_size = 64 * MiB;
     options.max_cached_size = 256 * KiB;
     pool_resource pool(up, options);
+    void* const on_own = pool.allocate(48 * MiB, own);
+    pool.deallocate(on_own, 48 * MiB, own);  // its own extents
+    backend().synchronize_stream(own);       // idle
     devices.set_current_device(1);
-    void* const on_b = pool.allocate(48 * MiB, b);
-    pool.deallocate(on_b, 48 * MiB, b);  // b's own extents
-    backend().synchronize_stream(b);     // b is idle
-    void* const from_b = pool.allocate(40 * MiB, a);
+    void* const taken = pool.allocate(40 * MiB, a);
     pool_statistics const st = pool.statistics();
     EXPECT_EQ(st.idle_takes, 1u);
     EXPECT_EQ(st.upstream_allocations, 1u);
     EXPECT_EQ(devices.current_device(), 1) << "the pool left the caller on another device";
     pool.check_invariants();
-    pool.deallocate(from_b, 40 * MiB, a);
+    pool.deallocate(taken, 40 * MiB, a);
     pool.release_stream(a);
-    pool.release_stream(b);
   }
-  expect_nothing_on_the_wrong_device(devices, a, b);
+  expect_nothing_on_the_wrong_device(devices, {a, own});
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
-// pool_resource's idle takes: a stream short of memory takes a block from another stream's extents
-// only while that stream is idle on the device, never a block freed after the pool asked, never
-// from or for a stream being captured nor from another thread's per-thread default stream; only
-// that block moves (a cached size brings a slab).
+// pool_resource's idle takes: a stream short of memory takes a block from the extents of another
+// stream that the calling thread may ask about (its own per-thread default stream) only while that
+// stream is idle on the device, never a block freed after the pool asked, never from or for a
+// stream being captured, nor from another thread's per-thread default stream or a created stream
+// other than the caller's (it may have been destroyed without release_stream): those fence what
+// they freed in their own next call, and a later miss takes it once the fence has completed. Only
+// the block moves (a cached size brings a slab).
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
@@ -39,35 +42,67 @@ bool overlap(void* p, void* q, std::size_t bytes) {
 TEST_F(pool_test, a_miss_takes_one_block_from_a_stream_idle_on_the_device) {
   GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   pool_resource pool(upstream, large_path_pool());
-  // b frees 48 MiB into its own extents; the pool's free extents keep the other 16.
-  void* on_b = pool.allocate(48 * MiB, b);
-  pool.deallocate(on_b, 48 * MiB, b);
+  // The calling thread's per-thread default stream: a stream it may ask about.
+  stream_handle const own = backend().per_thread_default_stream();
+  // It frees 48 MiB into its own extents; the pool's free extents keep the other 16.
+  void* on_b = pool.allocate(48 * MiB, own);
+  pool.deallocate(on_b, 48 * MiB, own);
   std::size_t const owned = pool.statistics().stream_bytes;
   ASSERT_GE(owned, 48 * MiB);
   {
-    // b has work in flight: its memory stays its own, and a grows the pool for 32 MiB.
-    test::closed_gate busy(b);
+    // It has work in flight: its memory stays its own, and a grows the pool for 32 MiB.
+    test::closed_gate busy(own);
     void* grown = pool.allocate(32 * MiB, a);
     pool_statistics const st = pool.statistics();
     EXPECT_EQ(st.idle_takes, 0u);
     EXPECT_EQ(st.upstream_allocations, 2u);
     EXPECT_EQ(st.stream_bytes, owned);
     busy.open();
-    backend().synchronize_stream(b);
+    backend().synchronize_stream(own);
     pool.deallocate(grown, 32 * MiB, a);
     backend().synchronize_stream(a);
   }
-  // Now b is idle: a miss of 40 MiB on a (whose own extents and the free ones are too small)
-  // takes that block, and only that, from b's extents, without growing.
+  // Now it is idle: a miss of 40 MiB on a (whose own extents and the free ones are too small)
+  // takes that block, and only that, from its extents, without growing.
   std::size_t const b_before = pool.statistics().stream_bytes;
   void* from_b = pool.allocate(40 * MiB, a);
   pool_statistics const st = pool.statistics();
   EXPECT_EQ(st.idle_takes, 1u);
   EXPECT_EQ(st.upstream_allocations, 2u);
   EXPECT_EQ(st.reclaims, 0u);
-  EXPECT_EQ(st.stream_bytes, b_before - 40 * MiB) << "more than the block left b's extents";
+  EXPECT_EQ(st.stream_bytes, b_before - 40 * MiB) << "more than the block left its extents";
   pool.check_invariants();
   pool.deallocate(from_b, 40 * MiB, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, a_created_streams_memory_goes_to_another_once_its_own_next_call_fenced_it) {
+  GPUMEM_SKIP_WHILE_GATES_SERIALISE();
+  pool_resource pool(upstream, large_path_pool());
+  void* on_b = pool.allocate(48 * MiB, b);
+  pool.deallocate(on_b, 48 * MiB, b);  // b's own extents, under no fence yet
+  backend().synchronize_stream(b);
+  // a may not ask about b (only a call made on b may use its handle): a grows, and b is asked to
+  // fence.
+  void* grown = pool.allocate(40 * MiB, a);
+  pool_statistics st = pool.statistics();
+  EXPECT_EQ(st.idle_takes, 0u);
+  EXPECT_EQ(st.upstream_allocations, 2u);
+  EXPECT_EQ(st.device_queries, 0u) << "a asked about b";
+  std::uint64_t const events = st.events_recorded;
+  // b's next call records the fence (a large free), and once it has completed a's next miss takes
+  // b's memory without growing.
+  void* small_on_b = pool.allocate(1 * MiB, b);
+  pool.deallocate(small_on_b, 1 * MiB, b);
+  EXPECT_EQ(pool.statistics().events_recorded, events + 1);
+  backend().synchronize_stream(b);
+  void* from_b = pool.allocate(40 * MiB, a);
+  st = pool.statistics();
+  EXPECT_EQ(st.upstream_allocations, 2u);
+  EXPECT_TRUE(overlap(from_b, on_b, 40 * MiB)) << "a did not get b's memory";
+  pool.check_invariants();
+  pool.deallocate(from_b, 40 * MiB, a);
+  pool.deallocate(grown, 40 * MiB, a);
   pool.check_invariants();
 }
 
@@ -167,9 +202,10 @@ TEST_F(pool_test, an_idle_take_of_a_cached_size_brings_a_slab) {
   pool_options options = large_path_pool();
   options.max_cached_size = pool_options{}.max_cached_size;  // 64 KiB blocks are cached sizes
   pool_resource pool(upstream, options);
-  void* on_b = pool.allocate(60 * MiB, b);  // the large path: b's extents get it back whole
-  pool.deallocate(on_b, 60 * MiB, b);
-  backend().synchronize_stream(b);
+  stream_handle const own = backend().per_thread_default_stream();  // as above
+  void* on_b = pool.allocate(60 * MiB, own);  // the large path: its extents get it back whole
+  pool.deallocate(on_b, 60 * MiB, own);
+  backend().synchronize_stream(own);
   // 8 MiB of 64 KiB blocks on a: the first 4 MiB from the free extents, then one take.
   std::vector<void*> blocks;
   for (int i = 0; i < 128; ++i)

@@ -52,18 +52,20 @@ TEST_F(pool_test, warm_large_pairs_on_two_streams_take_no_mutex_and_no_event_per
 TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted) {
   // The statistics that say what limits scaling: a large block that misses its stream's extents
   // takes the mutex (its wait and hold are timed), and memory another stream freed is handed over
-  // after asking the device whether that stream has passed the free.
+  // after asking the device whether that stream has passed the free (a stream the caller may ask
+  // about: its per-thread default stream).
   pool_options options;
   options.max_cached_size = 0;  // every block on the large path
   options.chunk_size = 4 * MiB;
   options.maximum_size = 4 * MiB;
   pool_resource pool(upstream, options);
+  stream_handle const own = backend().per_thread_default_stream();
   pool_statistics const start = pool.statistics();
   EXPECT_EQ(start.large_lock_hold_ns, 0u);
   EXPECT_EQ(start.device_queries, 0u);
-  void* const on_a = pool.allocate(4 * MiB, a);  // grows: the large path under the mutex
-  pool.deallocate(on_a, 4 * MiB, a);             // a's own until a passes the free
-  void* const on_b = pool.allocate(4 * MiB, b);  // the whole pool: b must ask about a
+  void* const on_a = pool.allocate(4 * MiB, own);  // grows: the large path under the mutex
+  pool.deallocate(on_a, 4 * MiB, own);             // its own until it passes the free
+  void* const on_b = pool.allocate(4 * MiB, b);    // the whole pool: b must ask about it
   EXPECT_EQ(on_b, on_a);
   pool_statistics const after = pool.statistics();
   EXPECT_GT(after.lock_acquisitions, start.lock_acquisitions);
@@ -75,16 +77,19 @@ TEST_F(pool_test, the_large_paths_mutex_time_and_the_device_queries_are_counted)
 }
 
 TEST_F(pool_test, a_miss_takes_another_streams_free_memory_and_waits_for_that_stream) {
-  // a's work on its block is still queued behind a closed gate when a frees it. b, short of
-  // memory, takes that block instead of growing, and is made to wait for a on the device: b's
-  // copy of the block sees a's fill, though it was queued before the gate opened. Without the
-  // wait (wait_across_streams off, the default), b grows and gets another block.
+  // a's work on its block is still queued behind a closed gate when a frees it, and the free
+  // records a fence (fence_bytes is small). b, short of memory, takes that block instead of
+  // growing, and is made to wait for that fence on the device: b's copy of the block sees a's
+  // fill, though it was queued before the gate opened. Without the wait (wait_across_streams off,
+  // the default), b grows and gets another block.
   for (bool const wait : {true, false}) {
     pool_options options;
     options.max_cached_size = 0;  // every block on the large path
     options.wait_across_streams = wait;
+    options.fence_bytes = 1 * MiB;
     pool_resource pool(upstream, options);
     std::size_t const bytes = 8 * MiB;
+    pool.deallocate(pool.allocate(1 * KiB, b), 1 * KiB, b);  // the pool knows two streams
     void* const on_a = pool.allocate(bytes, a);
     auto* const seen_by_b = static_cast<std::uint8_t*>(backend().allocate_pinned(256, {}));
     {

@@ -12,8 +12,11 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "dead_stream_backend.hpp"
 #include "pool_test_support.hpp"
 #include "recycling_backend.hpp"
 #include "scoped_backend.hpp"
@@ -207,44 +210,91 @@ TEST(pool_stream_identity, frees_after_release_stream_keep_nothing_of_the_stream
   EXPECT_LE(pool.statistics().streams, 1u) << "entries of the released streams are left";
 }
 
-// A stream destroyed without release_stream (against the pool's contract, but streams die in
-// real programs: a library's stream, a thread's) must not break the pool: the next trim or
-// out-of-memory finds that its handle no longer names it, synchronises the device, and its memory
-// is free for every stream. With the host backend, any use of the destroyed handle would throw.
-// Not on the cuda backend: there any call on a destroyed stream's handle is undefined, and
-// cuStreamGetId crashes on one (an H100, driver 580), so the pool cannot ask; release_stream is
-// required there (docs/mr.md).
-constexpr char const* dead_handles_are_undefined_on_cuda =
-    "the CUDA driver may crash on a destroyed stream's handle: release_stream is required there";
+// A stream destroyed without release_stream (streams die in real programs: a library's RAII
+// stream, a thread's) must not break the pool, on either backend: the pool uses a stream's handle
+// only in calls made on that stream (on CUDA any use of a destroyed stream's handle is undefined,
+// and driver 580 kills the process), so nothing it does later touches the dead one. Its memory is
+// free again after the pool's next device synchronisation (a trim, or the last resort before
+// out-of-memory). Run through dead_stream_backend, which refuses and counts every call naming the
+// dead stream, and straight on the backend under test (on a GPU, a use would crash the test).
+// (wait_across_streams, expandable, through dead_stream_backend)
+class pool_dead_streams : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
 
-TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_is_buried) {
-  if (backend().kind() == backend_kind::cuda) GTEST_SKIP() << dead_handles_are_undefined_on_cuda;
+TEST_P(pool_dead_streams, a_stream_destroyed_without_release_stream_is_never_used_again) {
+  auto const [wait_across_streams, expandable, strict_backend] = GetParam();
+  test::dead_stream_backend strict(backend());
+  device_backend& device = strict_backend ? static_cast<device_backend&>(strict) : backend();
   cuda_resource upstream;
   pool_options options;
   options.maximum_size = 64 * MiB;
+  options.wait_across_streams = wait_across_streams;
+  options.expandable = expandable;
+  options.fence_bytes = 1 * MiB;  // fences on the dead stream too, some still pending
+  options.backend = &device;
   pool_resource pool(upstream, options);
-  stream_handle const s = backend().create_stream(true);
-  for (std::size_t bytes : {std::size_t{4 * KiB}, std::size_t{1 * MiB}, std::size_t{24 * MiB}})
-    pool.deallocate(pool.allocate(bytes, s), bytes, s);
-  backend().destroy_stream(s);
-  // Only the dead stream's memory makes room for this one: it must be found, not an error of the
-  // destroyed stream.
+  stream_handle const s = device.create_stream(true);
+  stream_handle const other = device.create_stream(true);
+  std::vector<std::pair<void*, std::size_t>> on_other;
+  for (std::size_t bytes :
+       {std::size_t{4 * KiB}, std::size_t{1 * MiB}, std::size_t{8 * MiB}, std::size_t{24 * MiB}}) {
+    void* const p = pool.allocate(bytes, s);
+    device.fill_async(p, 0x5a, bytes, s);
+    pool.deallocate(p, bytes, s);
+    on_other.emplace_back(pool.allocate(bytes / 4, other), bytes / 4);  // misses on `other`
+  }
+  // A thread of its own used s as well and is gone; its cache went back to s's lists.
+  std::thread([&] { pool.deallocate(pool.allocate(64 * KiB, s), 64 * KiB, s); }).join();
+  device.destroy_stream(s);  // its fill may still run: its memory is not free before a wait
+  for (auto const& [p, bytes] : on_other)
+    pool.deallocate(p, bytes, other);
+  // Only the dead stream's memory makes room for this one: found after a device synchronisation,
+  // not an error of the destroyed stream.
   void* big = nullptr;
-  EXPECT_NO_THROW(big = pool.allocate(56 * MiB, nullptr));
-  if (big != nullptr) pool.deallocate(big, 56 * MiB, nullptr);
-  EXPECT_THROW((void)pool.allocate(std::size_t{1} << 40, nullptr), out_of_memory);
-  EXPECT_NO_THROW(pool.trim());
-  backend().synchronize();  // what the null stream freed is idle: trim gives every chunk back
+  EXPECT_NO_THROW(big = pool.allocate(56 * MiB, other));
+  if (big != nullptr) pool.deallocate(big, 56 * MiB, other);
+  EXPECT_THROW((void)pool.allocate(std::size_t{1} << 40, other), out_of_memory);
   EXPECT_NO_THROW(pool.trim());
   pool.check_invariants();
   EXPECT_EQ(pool.statistics().held_bytes, 0u) << "the dead stream's memory was not taken back";
   EXPECT_GE(pool.statistics().synchronizations, 1u);
+  // s's entry stays while this thread's cache for it does (the pool cannot tell that s is gone),
+  // but holds nothing.
+  EXPECT_LE(pool.statistics().streams, 2u);
+  EXPECT_EQ(strict.dead_uses(), 0u) << "first: " << strict.first_dead_use();
+  pool.release_stream(other);
+  device.destroy_stream(other);
+}
+
+INSTANTIATE_TEST_SUITE_P(all, pool_dead_streams,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Bool()));
+
+// A thread that creates a stream, allocates and frees on it and destroys it, over and over,
+// without release_stream: the pool's entries and the thread's caches stay bounded, and a trim
+// takes every block back.
+TEST(pool_stream_identity, streams_destroyed_without_release_stream_in_a_loop_leave_nothing) {
+  test::dead_stream_backend strict(backend());
+  cuda_resource upstream;
+  pool_options options;
+  options.backend = &strict;
+  pool_resource pool(upstream, options);
+  for (int i = 0; i < 300; ++i) {
+    stream_handle const s = strict.create_stream(true);
+    for (std::size_t bytes : {std::size_t{256}, std::size_t{64 * KiB}, std::size_t{2 * MiB}})
+      pool.deallocate(pool.allocate(bytes, s), bytes, s);
+    strict.destroy_stream(s);
+    pool.check_invariants();
+  }
+  EXPECT_LE(pool.statistics().streams, 40u) << "entries of dead streams pile up";
+  pool.trim();
+  pool.check_invariants();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  EXPECT_EQ(strict.dead_uses(), 0u) << "first: " << strict.first_dead_use();
 }
 
 // The same when a new stream took the dead one's address: its id tells them apart, and the new
 // stream gets none of the old one's memory before the device has been synchronised.
 TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_at_a_reused_handle) {
-  if (backend().kind() == backend_kind::cuda) GTEST_SKIP() << dead_handles_are_undefined_on_cuda;
   recycled_device device;
   stream_handle const s = backend().create_stream(true);
   {
@@ -254,7 +304,7 @@ TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_at_a_reused
     pool.deallocate(p, 8 * MiB, s);
     device.recycler->recycle(s);  // destroyed without release_stream; a new stream has its address
     void* const fresh = pool.allocate(8 * MiB, s);
-    // The old stream's block only after the device has been synchronised (the old stream buried).
+    // The old stream's block only after the device has been synchronised.
     if (fresh == p) {
       EXPECT_GE(pool.statistics().synchronizations, 1u)
           << "the new stream inherited the old one's block without a wait";

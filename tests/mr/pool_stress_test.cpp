@@ -16,7 +16,9 @@
 // regions taken before the first gate and given back after the last one opens; the pool itself
 // waits only on its out-of-memory path, which the large upstream region keeps it from reaching.
 // Host functions never wait for each other's streams (CUDA may run them all on one thread), only
-// for the test thread. A watchdog turns a hang into a failure that names the step.
+// for the test thread. trim() may wait for the device (what created streams freed since their
+// last fences is reached no other way): the model trims only while every gate is open. A watchdog
+// turns a hang into a failure that names the step.
 #include "pool_stress_model.hpp"
 
 #include <gpumem/core/units.hpp>

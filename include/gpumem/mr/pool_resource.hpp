@@ -151,12 +151,15 @@ struct pool_statistics {
   // Questions to the device about fences and streams (cudaEventQuery, cudaStreamQuery), each made
   // with the pool's mutex held.
   std::uint64_t device_queries = 0;
-  std::uint64_t synchronizations = 0;  // last-resort waits (out-of-memory path, release_stream)
+  // Host waits for the device or a stream: trim, orphaned streams, the out-of-memory path,
+  // release_stream.
+  std::uint64_t synchronizations = 0;
   // Misses served from another stream's free memory, the allocating stream made to wait on the
-  // device (an event recorded on the other stream, cudaStreamWaitEvent) instead of growing.
+  // device (cudaStreamWaitEvent on that stream's fence) instead of growing.
   std::uint64_t stream_waits = 0;
   // Misses served from the free memory of another stream that was idle on the device (no work
-  // queued: cudaStreamQuery), that block alone (with a slab for a cached size), instead of a
+  // queued: cudaStreamQuery; only the calling thread's per-thread default stream may be asked),
+  // that block alone (with a slab for a cached size), instead of a
   // reclaim or a growth.
   std::uint64_t idle_takes = 0;
   std::uint64_t upstream_allocations = 0;
@@ -211,8 +214,10 @@ struct pool_statistics {
 // (queried, without waiting), the stream's extents up to that epoch become free for all streams and
 // merge with their neighbours. Extents are merged only with extents of the same owner (a merged
 // extent takes the later epoch), so a block pending on one stream never leaks to another through
-// coalescing. Fences happen when a stream's waiting bytes pass `fence_bytes`, or when another
-// stream runs short; a stream synchronisation happens only as the last resort before out-of-memory.
+// coalescing. Fences happen when a stream's waiting bytes pass `fence_bytes`, or, in the stream's
+// next call, when another stream has run short; a device synchronisation happens only in trim(),
+// for streams no thread uses any more that hold a quarter of the pool, and as the last resort
+// before out-of-memory.
 // statistics() counts events so that tests prove there is no event per free.
 //
 // On the per-thread default stream (cudaStreamPerThread: one handle naming a different stream in
@@ -226,16 +231,21 @@ struct pool_statistics {
 // has current (and leaves the caller's device as it was); the streams passed to it must belong to
 // that device.
 //
-// Streams: a stream the pool has seen must stay alive while the pool holds memory freed on it;
-// call release_stream(s) before destroying s. Any use of a destroyed stream's handle is undefined
-// on CUDA, and driver 580 kills the process on one: the pool's later trim, reclaim or out-of-memory
-// path may ask that stream. Where the backend reports it, as the host backend does, a stream
-// destroyed without release_stream is found at the next trim, reclaim or out-of-memory, and its
-// memory comes back after a device synchronisation. The pool keys its per-stream state (arenas,
-// fences, the threads' stacks) by device_backend::stream_id (cuStreamGetId), which is never reused,
-// not by handle: a stream created later at a destroyed stream's address starts with nothing of the
-// old one's, and the old one's entry goes once released and empty (rmm#649). Allocations ask the
-// id; a free finds the calling thread's last cache by handle (docs/mr.md says why that is safe).
+// Streams: the pool uses a stream's handle (queries it, records or waits on it) only inside a call
+// that names that stream (allocate, deallocate, release_stream); the legacy default stream at any
+// time, the per-thread default stream only from its own thread. Any use of a destroyed stream's
+// handle is undefined on CUDA (driver 580 kills the process), and streams are destroyed without
+// telling the pool: another stream's memory is reached through the fences that stream recorded in
+// its own calls (asked for when another stream runs short: fence_wanted), or through a device
+// synchronisation (trim, a miss when streams no thread's stack names hold a quarter of the pool,
+// the out-of-memory path). A stream destroyed without release_stream costs memory held until
+// then, never a crash. release_stream(s) before destroying s still gives s's memory back at once.
+// The pool keys its per-stream state (arenas, fences, the threads' stacks) by
+// device_backend::stream_id (cuStreamGetId), which is never reused, not by handle: a stream
+// created later at a destroyed stream's address starts with nothing of the old one's, and the old
+// one's entry goes once empty and no thread's stack names it (rmm#649). A thread keeps stacks for
+// at most 32 streams per pool. Allocations ask the id; a free finds the calling thread's last
+// cache by handle (docs/mr.md says why that is safe).
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
 // their thread (thread_local, keyed by pool and stream). Each stream's arena has its own lock: a
@@ -302,8 +312,9 @@ class pool_resource final : public memory_resource {
   // Throws gpumem::logic_error naming the first violation. Needs a quiescent pool.
   void check_invariants() const;
   // Applies completed fences and gives every completely free chunk back to the upstream; returns
-  // the bytes given back. Never waits for a stream, except for each stream found destroyed
-  // without release_stream: the device is synchronised and that stream's memory is free again.
+  // the bytes given back. When a created stream (one this call may not ask about) holds memory that
+  // no completed fence covers, the device is synchronised first (without the pool's mutex), as
+  // cudaFree waits for the device: do not trim while device work waits for the calling thread.
   std::size_t trim();
   // Waits for `stream` and makes everything freed on it free for all streams; call before
   // destroying a stream the pool has seen, after the last free on it. Other threads' stacks for it
