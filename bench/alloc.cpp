@@ -21,12 +21,13 @@
 // the timed passes (caching allocators keep what they took) less what was in use before.
 //
 //   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH] [--reps N]
-//               [--wait-across-streams] [--held-target X] [--max-cached-size BYTES]
+//               [--wait-across-streams] [--query-other-streams] [--held-target X]
+//               [--max-cached-size BYTES]
 //     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
 //     competitors and --only runs one trace (replay: both replays), for quick experiments; --log
 //     replays that log instead of the two; --wait-across-streams turns that option on for the
-//     chunked pool; --held-target sets the expandable pool's held_target, --max-cached-size both
-//     pools' max_cached_size (e.g. 256KiB).
+//     chunked pool, --query-other-streams that option for both pools; --held-target sets the
+//     expandable pool's held_target, --max-cached-size both pools' max_cached_size (e.g. 256KiB).
 #include "support/alloc_args.hpp"
 #include "support/alloc_cases.hpp"
 #include "support/bench_support.hpp"
@@ -261,6 +262,7 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                  [&] {
                    pool_options o;
                    o.wait_across_streams = args.wait_across_streams;
+                   o.query_other_streams = args.query_other_streams;
                    o.max_cached_size = args.max_cached_size;
                    return std::make_unique<pool_resource>(upstream, o);
                  },
@@ -272,6 +274,7 @@ std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bo
                      pool_options o;
                      o.expandable = true;
                      o.held_target = args.held_target;
+                     o.query_other_streams = args.query_other_streams;
                      o.max_cached_size = args.max_cached_size;
                      return std::make_unique<pool_resource>(upstream, o);
                    },
@@ -323,6 +326,7 @@ int run(int argc, char** argv) {
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());
   if (args.wait_across_streams) std::printf("gpumem pool: pool_options::wait_across_streams on\n");
+  if (args.query_other_streams) std::printf("gpumem pools: pool_options::query_other_streams on\n");
   std::printf("gpumem expandable: pool_options::held_target %.3g\n", args.held_target);
   if (args.max_cached_size != pool_options{}.max_cached_size)
     std::printf("gpumem pools: pool_options::max_cached_size %s\n",

@@ -23,6 +23,7 @@ struct alloc_args {
   std::vector<std::pair<std::string, std::string>> logs;
   int repetitions = 5;  // --reps N: timed runs per measurement (after the warm-up), median reported
   bool wait_across_streams = false;  // the chunked pool's pool_options::wait_across_streams
+  bool query_other_streams = false;  // both pools' pool_options::query_other_streams
   double held_target = pool_options{}.held_target;               // the expandable pool's
   std::size_t max_cached_size = pool_options{}.max_cached_size;  // both pools'
 };
@@ -47,6 +48,8 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
       a.repetitions = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
       a.wait_across_streams = true;
+    else if (std::strcmp(argv[i], "--query-other-streams") == 0)
+      a.query_other_streams = true;
     else if (std::strcmp(argv[i], "--held-target") == 0 && has_value &&
              std::atof(argv[i + 1]) >= 1.0)
       a.held_target = std::atof(argv[++i]);
@@ -57,13 +60,14 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
                    "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
-                   "[--held-target X] [--max-cached-size BYTES]\n"
+                   "[--query-other-streams] [--held-target X] [--max-cached-size BYTES]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
                    "  --reps N: timed runs per measurement, median reported (default 5)\n"
                    "  --wait-across-streams: the chunked pool with "
                    "pool_options::wait_across_streams\n"
+                   "  --query-other-streams: both pools with pool_options::query_other_streams\n"
                    "  --held-target X: the expandable pool's pool_options::held_target (at "
                    "least 1)\n"
                    "  --max-cached-size BYTES: both pools' pool_options::max_cached_size (e.g. "

@@ -91,7 +91,8 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
 }
 
 bool pool_state::touchable(pool_stream const& s, pool_stream const* caller) const noexcept {
-  return fenceable(s) && (s.key.which != pool_stream_key::kind::created || &s == caller);
+  return fenceable(s) && (s.key.which != pool_stream_key::kind::created || &s == caller ||
+                          options_.query_other_streams);
 }
 
 void pool_state::settle_locked(pool_stream& s, pool_stream const* caller) {

@@ -106,6 +106,24 @@ TEST_F(pool_test, a_created_streams_memory_goes_to_another_once_its_own_next_cal
   pool.check_invariants();
 }
 
+TEST_F(pool_test, with_query_other_streams_a_miss_takes_from_an_idle_created_stream) {
+  // The caller promises release_stream before every destroy: the pool may ask b about its work
+  // from a call made on a, and b's idle memory serves a's miss at once.
+  pool_options options = large_path_pool();
+  options.query_other_streams = true;
+  pool_resource pool(upstream, options);
+  void* on_b = pool.allocate(48 * MiB, b);
+  pool.deallocate(on_b, 48 * MiB, b);
+  backend().synchronize_stream(b);
+  void* from_b = pool.allocate(40 * MiB, a);
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.idle_takes, 1u);
+  EXPECT_EQ(st.upstream_allocations, 1u);
+  EXPECT_TRUE(overlap(from_b, on_b, 40 * MiB));
+  pool.deallocate(from_b, 40 * MiB, a);
+  pool.check_invariants();
+}
+
 // What a test changes in the backend the pool sees: `after_query` runs (once) right after the
 // pool asks whether `watched` is idle, and `capturing` is said to be captured into a graph (on
 // either backend, without a real capture).

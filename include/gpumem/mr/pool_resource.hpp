@@ -82,6 +82,14 @@ struct pool_options {
   // memory freed on one stream reaches the others only through fences found complete, and the
   // pool never orders streams' work.
   bool wait_across_streams = false;
+  // true: the pool may ask any stream it has seen about its work, from a call made on another
+  // stream (is it idle; a fence recorded on it now), so that memory one stream freed reaches the
+  // others sooner when several streams allocate at once (docs/benchmarks.md has the figures). The
+  // promise it rests on: every stream is given back with release_stream(s) before it is
+  // destroyed, as gpumem::stream and the Python bridges do; on CUDA a call on a destroyed stream's
+  // handle crashes the process. false (the default): a created stream's handle is used only in
+  // calls made on that stream, and streams may be destroyed at any time.
+  bool query_other_streams = false;
   // Grow inside one reserved virtual address range (CUDA's virtual memory management; PyTorch's
   // "expandable segments") instead of taking chunks from the upstream: the pool's memory is one
   // chunk, backed page by page (page_size), so a large request needs only the pages that the free
