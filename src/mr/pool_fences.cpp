@@ -115,15 +115,6 @@ void pool_state::settle_locked(pool_stream& s, pool_stream const* caller) {
   if (s.extents.bytes() > 0) s.fence_wanted.store(true, std::memory_order_relaxed);
 }
 
-void pool_state::want_fences_locked(pool_stream const& s) noexcept {
-  for (auto& entry : streams_) {
-    pool_stream& o = *entry.second;
-    if (&o != &s && !touchable(o, &s) && !o.released.load(std::memory_order_relaxed) &&
-        o.extents.bytes() > 0)
-      o.fence_wanted.store(true, std::memory_order_relaxed);
-  }
-}
-
 void pool_state::complete_all_after_synchronizing(std::unique_lock<std::mutex>& lock) {
   struct cut {
     pool_stream* stream;

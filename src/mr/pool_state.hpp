@@ -304,9 +304,6 @@ class pool_state {
   // recorded now completes. Any other: its completed fences are polled, and it is asked
   // (fence_wanted) to fence the rest in its own next call.
   void settle_locked(pool_stream& s, pool_stream const* caller);
-  // Asks every stream other than `s` that `s` may not use (touchable) and that holds extents to
-  // fence them in its own next call (pool_stream::fence_wanted).
-  void want_fences_locked(pool_stream const& s) noexcept;
   // The last resort before out-of-memory: every stream's lists and extents handed back so far are
   // cut, the device is synchronised with `lock` released (the cut streams pinned meanwhile), and
   // all of that memory is free for every stream. The only wait for other streams' work: it also

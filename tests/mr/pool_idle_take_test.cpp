@@ -76,33 +76,37 @@ TEST_F(pool_test, a_miss_takes_one_block_from_a_stream_idle_on_the_device) {
   pool.check_invariants();
 }
 
-TEST_F(pool_test, a_created_streams_memory_goes_to_another_once_its_own_next_call_fenced_it) {
+TEST_F(pool_test, a_quiet_created_streams_memory_goes_to_another_once_its_own_next_call_fenced_it) {
   GPUMEM_SKIP_WHILE_GATES_SERIALISE();
   pool_resource pool(upstream, large_path_pool());
-  void* on_b = pool.allocate(48 * MiB, b);
-  pool.deallocate(on_b, 48 * MiB, b);  // b's own extents, under no fence yet
+  void* on_b = pool.allocate(64 * MiB, b);  // the whole first chunk
+  pool.deallocate(on_b, 64 * MiB, b);       // b's own extents, under no fence yet
   backend().synchronize_stream(b);
-  // a may not ask about b (only a call made on b may use its handle): a grows, and b is asked to
-  // fence.
+  // a may not ask about b (only a call made on b may use its handle): a grows.
   void* grown = pool.allocate(40 * MiB, a);
   pool_statistics st = pool.statistics();
   EXPECT_EQ(st.idle_takes, 0u);
   EXPECT_EQ(st.upstream_allocations, 2u);
   EXPECT_EQ(st.device_queries, 0u) << "a asked about b";
+  // b has not allocated since that growth (quiet) and parks half of the pool: a's next miss
+  // reclaims its memory, asking b to fence it, and grows once more.
+  void* more = pool.allocate(40 * MiB, a);
+  st = pool.statistics();
+  EXPECT_EQ(st.reclaims, 1u);
+  EXPECT_EQ(st.upstream_allocations, 3u);
   std::uint64_t const events = st.events_recorded;
-  // b's next call records the fence (a large free), and once it has completed a's next miss takes
-  // b's memory without growing.
-  void* small_on_b = pool.allocate(1 * MiB, b);
-  pool.deallocate(small_on_b, 1 * MiB, b);
+  // b's next call records the fence (a free), and once it has completed a's next miss takes b's
+  // memory without growing.
+  pool.deallocate(pool.allocate(1 * MiB, b), 1 * MiB, b);
   EXPECT_EQ(pool.statistics().events_recorded, events + 1);
   backend().synchronize_stream(b);
   void* from_b = pool.allocate(40 * MiB, a);
   st = pool.statistics();
-  EXPECT_EQ(st.upstream_allocations, 2u);
-  EXPECT_TRUE(overlap(from_b, on_b, 40 * MiB)) << "a did not get b's memory";
+  EXPECT_EQ(st.upstream_allocations, 3u);
+  EXPECT_TRUE(overlap(from_b, on_b, 64 * MiB)) << "a did not get b's memory";
   pool.check_invariants();
-  pool.deallocate(from_b, 40 * MiB, a);
-  pool.deallocate(grown, 40 * MiB, a);
+  for (void* p : {from_b, more, grown})
+    pool.deallocate(p, 40 * MiB, a);
   pool.check_invariants();
 }
 
