@@ -223,9 +223,9 @@ struct pool_statistics {
 // merge with their neighbours. Extents are merged only with extents of the same owner (a merged
 // extent takes the later epoch), so a block pending on one stream never leaks to another through
 // coalescing. Fences happen when a stream's waiting bytes pass `fence_bytes`, or, in the stream's
-// next call, when another stream has run short; a device synchronisation happens only in trim(),
-// for streams no thread uses any more that hold a quarter of the pool, and as the last resort
-// before out-of-memory.
+// next call, when another stream ran short while this one was quiet; a device synchronisation
+// happens only in trim(), for streams no thread uses any more that hold a quarter of the pool, and
+// as the last resort before out-of-memory.
 // statistics() counts events so that tests prove there is no event per free.
 //
 // On the per-thread default stream (cudaStreamPerThread: one handle naming a different stream in
@@ -244,7 +244,7 @@ struct pool_statistics {
 // time, the per-thread default stream only from its own thread. Any use of a destroyed stream's
 // handle is undefined on CUDA (driver 580 kills the process), and streams are destroyed without
 // telling the pool: another stream's memory is reached through the fences that stream recorded in
-// its own calls (asked for when another stream runs short: fence_wanted), or through a device
+// its own calls (asked of quiet streams when another runs short: fence_wanted), or through a device
 // synchronisation (trim, a miss when streams no thread's stack names hold a quarter of the pool,
 // the out-of-memory path). A stream destroyed without release_stream costs memory held until
 // then, never a crash. release_stream(s) before destroying s still gives s's memory back at once.
