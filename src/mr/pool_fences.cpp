@@ -70,11 +70,13 @@ std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
 }
 
 void pool_state::complete_all_fences_locked(pool_stream& s, std::uint64_t upto) {
-  // Fences are recorded only under mutex_, so every fence of `s` predates the cut.
-  for (auto& fence : s.fences)
-    return_event_locked(fence.event);
-  events_completed_ += s.fences.size();
-  s.fences.clear();
+  // Fences are recorded under mutex_: the ones up to the cut predate it. A fence recorded after it
+  // (while complete_all_after_synchronizing had the mutex released) covers later extents: it stays.
+  while (!s.fences.empty() && s.fences.front().epoch <= upto) {
+    return_event_locked(s.fences.front().event);
+    s.fences.pop_front();
+    ++events_completed_;
+  }
   release_owner_locked(s, upto);
 }
 

@@ -314,7 +314,7 @@ class pool_state {
   // back meanwhile, by threads working on `s` without mutex_, get a later epoch).
   std::uint64_t cut_epoch_locked(pool_stream& s);
   // `s` has finished all its work up to epoch `upto` (it was idle or synchronised after
-  // cut_epoch_locked): every fence has completed and those extents go to every stream.
+  // cut_epoch_locked): every fence up to it has completed and those extents go to every stream.
   void complete_all_fences_locked(pool_stream& s, std::uint64_t upto);
   // Queries `s`; when idle, completes everything it was given back. True then.
   bool complete_if_idle_locked(pool_stream& s);
