@@ -46,6 +46,13 @@ void pool_state::fence_locked(pool_stream& s) {
   // The null and per-thread handles name the current device's stream: the pool's device must be
   // current (callers need not make it so: selects_own_device).
   scoped_device const on_device(backend_, device_);
+  // A free may reach a created stream's entry through the thread's last cache, matched by handle:
+  // the handle may name a newer stream at a destroyed one's address, whose events would not
+  // follow the old stream's work. The handle is the caller's (alive): its id tells.
+  if (s.key.which == pool_stream_key::kind::created && backend_.stream_id(s.handle) != s.key.id) {
+    s.stale.store(true, std::memory_order_relaxed);
+    return;
+  }
   // An event recorded while the stream is captured into a graph is a node of the graph, not a
   // record: queried, it would read as complete before the graph has run. The extents wait for a
   // fence recorded outside the capture.

@@ -127,6 +127,10 @@ struct alignas(64) pool_stream {
   // that may not use this stream's handle: pool_state::touchable); cleared by its next fence,
   // which its own next give-back or miss records, in a call made on it.
   std::atomic<bool> fence_wanted{false};
+  // A created stream whose handle was found naming another stream (a fence asked its id in a call
+  // made on that handle): it was destroyed without release_stream and the address reused. Never
+  // used by handle again; its memory waits for a device synchronisation.
+  std::atomic<bool> stale{false};
   // Large blocks handed back less those taken, under `mutex`, since the last fence.
   std::int64_t net_returned = 0;
   // Whole blocks freed on this stream, per class, parked for reuse by this stream alone (so no

@@ -57,8 +57,10 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
 
 bool pool_state::fenceable(pool_stream const& s) const noexcept {
   // The per-thread default stream names the caller's own stream: only its thread may record on it.
-  // A released stream may be destroyed already: nothing is recorded on it or asked of it.
-  if (s.released.load(std::memory_order_relaxed)) return false;
+  // A released stream may be destroyed already, and a stale one was: nothing is recorded on it or
+  // asked of it.
+  if (s.released.load(std::memory_order_relaxed) || s.stale.load(std::memory_order_relaxed))
+    return false;
   return !s.per_thread || s.owner_thread == this_thread_serial();
 }
 

@@ -119,14 +119,16 @@ inline pool_thread_cache* cache_for(pool_state& pool, stream_handle stream) {
 // completes the free without keeping the stream (pool_state::deallocate_on_released).
 //
 // The remembered cache is matched by handle, without asking the stream's id (a driver call, which
-// other threads' cudaMalloc and cudaFree can hold up). That rests on the pool's contract: a stream
-// is given back with release_stream before it is destroyed. A released entry never matches here
-// (its `released` flag stays set: only an allocation that finds the same id clears it), so a free
-// on a new stream created at a released one's address asks the id and gets the new stream's
-// cache, as an allocation does (cache_for).
+// other threads' cudaMalloc and cudaFree can hold up). A released entry never matches here (its
+// `released` flag stays set: only an allocation that finds the same id clears it), so a free on a
+// new stream created at a released one's address asks the id and gets the new stream's cache, as
+// an allocation does (cache_for). A stream destroyed without release_stream may leave its address
+// to a new stream whose frees then reach the old entry this way: the entry's next fence asks the
+// id and marks it stale (pool_fences.cpp), after which it never matches here either.
 pool_thread_cache* cache_for_free(pool_state& pool, stream_handle stream, bool& released) {
   if (last_id == pool.id() && last_cache->stream->handle == stream &&
-      !last_cache->stream->released.load(std::memory_order_relaxed))
+      !last_cache->stream->released.load(std::memory_order_relaxed) &&
+      !last_cache->stream->stale.load(std::memory_order_relaxed))
     return last_cache;
   pool_stream_key const key = pool.key_of(stream);
   if (!table_gone)

@@ -318,5 +318,49 @@ TEST(pool_stream_identity, a_stream_destroyed_without_release_stream_at_a_reused
   backend().destroy_stream(s);
 }
 
+// A free finds the thread's last cache by handle only where the handle names one stream for good
+// (the null and per-thread default streams). A created stream may be destroyed without
+// release_stream and a new one created at its address: a free on the new stream from a thread
+// whose last cache was the old stream's must go to the new stream's entry. Matched by handle, it
+// went to the old stream's, and the fence that free recorded (on the handle, that is on the new
+// stream) covered the old stream's memory, whose pending work no event on the new stream orders:
+// another stream was handed the old stream's block without a device synchronisation.
+TEST(pool_stream_identity, a_free_on_a_new_stream_at_a_dead_streams_handle_is_not_the_dead_ones) {
+  recycled_device device;
+  stream_handle const s = backend().create_stream(true);
+  stream_handle const a = backend().create_stream(true);
+  {
+    cuda_resource upstream;
+    pool_options options;
+    options.initial_size = 8 * MiB;
+    options.chunk_size = 8 * MiB;
+    options.maximum_size = 8 * MiB;
+    options.fence_bytes = 1 * MiB;  // the large path fences every MiB it frees beyond what it takes
+    pool_resource pool(upstream, options);
+    // The old stream frees a large block into its extents; no fence (it is the only stream).
+    void* const p = pool.allocate(2 * MiB, s);
+    pool.deallocate(p, 2 * MiB, s);  // this thread's last cache: the old stream's
+    device.recycler->recycle(s);     // destroyed without release_stream; a new one at its address
+    // Another thread allocates on the new stream; this one frees that block there.
+    void* const q = std::async(std::launch::async, [&] { return pool.allocate(2 * MiB, s); }).get();
+    pool.deallocate(q, 2 * MiB, s);
+    backend().synchronize_stream(s);
+    // A miss on a: the old stream's block only after a device synchronisation.
+    void* const on_a = pool.allocate(6 * MiB, a);
+    auto const x = reinterpret_cast<std::uintptr_t>(on_a);
+    auto const y = reinterpret_cast<std::uintptr_t>(p);
+    if (x < y + 2 * MiB && y < x + 6 * MiB) {
+      EXPECT_GE(pool.statistics().synchronizations, 1u)
+          << "a was given the dead stream's block on a fence recorded on the new stream";
+    }
+    pool.deallocate(on_a, 6 * MiB, a);
+    pool.check_invariants();
+    pool.release_stream(s);
+    pool.release_stream(a);
+  }
+  backend().destroy_stream(s);
+  backend().destroy_stream(a);
+}
+
 }  // namespace
 }  // namespace gpumem

@@ -253,7 +253,7 @@ struct pool_statistics {
 // created later at a destroyed stream's address starts with nothing of the old one's, and the old
 // one's entry goes once empty and no thread's stack names it (rmm#649). A thread keeps stacks for
 // at most 32 streams per pool. Allocations ask the id; a free finds the calling thread's last
-// cache by handle (docs/mr.md says why that is safe).
+// cache by handle, and a fence checks the id (docs/mr.md).
 //
 // Thread safety. All members may be called from any thread. The per-thread stacks are private to
 // their thread (thread_local, keyed by pool and stream). Each stream's arena has its own lock: a
