@@ -1,0 +1,99 @@
+// Threads that create streams, use them (cached and large sizes, the null or their per-thread
+// default stream too, blocks freed by other threads) and destroy them without release_stream,
+// trimming now and then: the pool never names a destroyed stream (dead_stream_backend), stays
+// consistent, and gives everything back at the end.
+#include <gpumem/core/error.hpp>
+#include <gpumem/core/units.hpp>
+#include <gpumem/cuda/device_backend.hpp>
+#include <gpumem/mr/cuda_resource.hpp>
+#include <gpumem/mr/pool_resource.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "dead_stream_backend.hpp"
+#include "pool_test_support.hpp"
+
+namespace gpumem {
+namespace {
+
+// (wait_across_streams, expandable, per-thread default stream instead of the null stream)
+class pool_dead_streams_threads : public ::testing::TestWithParam<int> {};
+
+TEST_P(pool_dead_streams_threads, threads_destroying_their_streams_leave_nothing) {
+  int const mode = GetParam();
+  test::dead_stream_backend strict(backend());
+  cuda_resource upstream;
+  pool_options options;
+  options.backend = &strict;
+  options.maximum_size = 256 * MiB;
+  options.chunk_size = 16 * MiB;
+  options.fence_bytes = 1 * MiB;
+  options.wait_across_streams = (mode & 1) != 0;
+  options.expandable = (mode & 2) != 0;
+  options.track_blocks = true;
+  pool_resource pool(upstream, options);
+  std::mutex shared_mutex;
+  std::vector<std::pair<void*, std::size_t>> shared;  // freed by whichever thread comes next
+  auto work = [&](int seed) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+    stream_handle const other = (mode & 4) != 0 ? strict.per_thread_default_stream() : nullptr;
+    for (int round = 0; round < 40; ++round) {
+      stream_handle const s = strict.create_stream(true);
+      std::vector<std::pair<void*, std::size_t>> live;
+      for (int i = 0; i < 60; ++i) {
+        std::size_t const bytes = std::size_t{256} << (rng() % 16);  // 256 B to 8 MiB
+        try {
+          live.emplace_back(pool.allocate(bytes, rng() % 8 == 0 ? other : s), bytes);
+        } catch (out_of_memory const&) {
+        }
+        if (!live.empty() && rng() % 2 == 0) {
+          std::size_t const k = rng() % live.size();
+          auto const [p, n] = live[k];
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+          if (rng() % 5 == 0) {
+            std::lock_guard<std::mutex> lock(shared_mutex);
+            shared.emplace_back(p, n);
+          } else {
+            pool.deallocate(p, n, s);
+          }
+        }
+        if (rng() % 50 == 0) pool.trim();
+      }
+      for (auto const& [p, n] : live)
+        pool.deallocate(p, n, s);
+      {
+        std::lock_guard<std::mutex> lock(shared_mutex);
+        for (auto const& [p, n] : shared)
+          pool.deallocate(p, n, other);
+        shared.clear();
+      }
+      strict.destroy_stream(s);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back(work, t + 1);
+  for (auto& t : threads)
+    t.join();
+  pool.trim();
+  pool.check_invariants();
+  pool_statistics const st = pool.statistics();
+  EXPECT_EQ(st.live_bytes, 0u);
+  EXPECT_EQ(st.held_bytes, 0u);
+  EXPECT_LE(st.streams, 4u);
+  EXPECT_EQ(strict.dead_uses(), 0u) << "first: " << strict.first_dead_use();
+}
+
+INSTANTIATE_TEST_SUITE_P(all, pool_dead_streams_threads, ::testing::Range(0, 8));
+
+}  // namespace
+}  // namespace gpumem
