@@ -74,6 +74,7 @@ std::size_t pool_state::trim() {
 // the pool touches the device afterwards but the destructor's chunk give-back (give_back mode).
 void pool_state::close(pool_live_chunks live) {
   if (is_closed()) return;
+  join_orphan_sync();
   bool used = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

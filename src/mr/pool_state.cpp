@@ -92,6 +92,7 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
 }
 
 pool_state::~pool_state() {
+  join_orphan_sync();
   if (is_closed()) {
     destroy_closed();
     return;
@@ -383,12 +384,10 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
     if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/true)) return p;
   // Streams no thread cache names any more hold memory that only their own next call would fence:
   // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
-  // (and at least this request), one device synchronisation frees it instead of a growth.
-  if (orphaned_bytes_locked(s) >= std::max(pool_round_up(size), held_ / 4)) {
-    complete_all_after_synchronizing(lock);
-    reap_retired_locked();
-    if (void* p = fit_locked(size, s)) return p;
-  }
+  // (and at least this request), a device synchronisation on a thread of its own frees it for a
+  // later miss; this one does not wait (device work may wait for the calling thread).
+  if (!orphan_sync_running_ && orphaned_bytes_locked(s) >= std::max(pool_round_up(size), held_ / 4))
+    start_orphan_sync_locked();
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
@@ -422,15 +421,75 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   throw_out_of_memory_locked(size);
 }
 
+bool pool_state::orphaned(pool_stream const& s) noexcept {
+  return s.key.which == pool_stream_key::kind::created && s.caches == 0 &&
+         !s.released.load(std::memory_order_relaxed);
+}
+
 std::size_t pool_state::orphaned_bytes_locked(pool_stream const& s) const noexcept {
-  std::size_t orphaned = 0;
+  std::size_t bytes = 0;
   for (auto const& entry : streams_) {
     pool_stream const& other = *entry.second;
-    if (&other != &s && other.key.which == pool_stream_key::kind::created && other.caches == 0 &&
-        !other.released.load(std::memory_order_relaxed))
-      orphaned += other.extents.bytes() + other.class_list_bytes.load();
+    if (&other != &s && orphaned(other))
+      bytes += other.extents.bytes() + other.class_list_bytes.load();
   }
-  return orphaned;
+  return bytes;
+}
+
+void pool_state::start_orphan_sync_locked() noexcept {
+  if (orphan_sync_running_ || is_closed()) return;
+  std::vector<std::pair<pool_stream*, std::uint64_t>> cuts;
+  try {
+    for (auto& entry : streams_) {
+      pool_stream& o = *entry.second;
+      if (!orphaned(o) || o.extents.bytes() + o.class_list_bytes.load() == 0) continue;
+      cuts.emplace_back(&o, 0);
+    }
+  } catch (...) {
+    return;  // no memory for the list: the next miss tries again
+  }
+  if (cuts.empty()) return;
+  for (auto& [o, upto] : cuts) {
+    drain_class_lists_locked(*o);  // no memory for a node: the rest stays listed, for a later one
+    upto = cut_epoch_locked(*o);
+    ++o->pins;  // not reaped before the synchronisation is done
+  }
+  // The previous one is done (orphan_sync_running_ is false): only its exit is left to wait for.
+  if (orphan_sync_.joinable()) orphan_sync_.join();
+  try {
+    orphan_sync_ = std::thread([this, cuts] {
+      bool synchronized = false;
+      try {
+        scoped_device const on_device(backend_, device_);
+        backend_.synchronize();
+        synchronized = true;
+      } catch (std::exception const& e) {
+        log(log_level::warn,
+            name() + ": synchronising the device for orphaned streams failed: " + e.what());
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto const& [o, upto] : cuts) {
+        if (synchronized) complete_all_fences_locked(*o, upto);
+        --o->pins;
+      }
+      if (synchronized) ++synchronizations_;
+      reap_retired_locked();
+      orphan_sync_running_ = false;
+    });
+    orphan_sync_running_ = true;
+  } catch (...) {  // no thread: the next miss tries again
+    for (auto const& cut : cuts)
+      --cut.first->pins;
+  }
+}
+
+void pool_state::join_orphan_sync() noexcept {
+  std::thread done;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done = std::move(orphan_sync_);
+  }
+  if (done.joinable()) done.join();
 }
 
 std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) const noexcept {

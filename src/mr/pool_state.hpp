@@ -245,9 +245,17 @@ class pool_state {
   // Bytes in the class lists and extents of the other streams that have not allocated since the
   // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
   std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
-  // Bytes in the class lists and extents of created streams other than `s` that no thread cache
-  // names (and not released): only their own next call, or a device synchronisation, frees them.
+  // A created stream that no thread cache names and that was not released: only its own next
+  // call, or a device synchronisation, frees what it holds.
+  static bool orphaned(pool_stream const& s) noexcept;
+  // Bytes in the class lists and extents of orphaned streams other than `s`.
   std::size_t orphaned_bytes_locked(pool_stream const& s) const noexcept;
+  // Cuts the orphaned streams' memory (their lists drained) and synchronises the device on a
+  // thread of its own (orphan_sync_), which then makes that memory free for every stream: no
+  // caller waits for the device. One at a time.
+  void start_orphan_sync_locked() noexcept;
+  // Waits for the orphan synchronisation's thread, if any (without mutex_): close(), destructor.
+  void join_orphan_sync() noexcept;
   static bool quiet(pool_stream const& s) noexcept {
     return s.refills.load(std::memory_order_relaxed) == s.refills_seen;
   }
@@ -405,6 +413,8 @@ class pool_state {
   std::uint64_t id_;
   stream_handle per_thread_handle_ = nullptr;
   stream_handle growth_stream_ = nullptr;  // the pool's own (grow), made on first use
+  std::thread orphan_sync_;                // start_orphan_sync_locked's thread
+  bool orphan_sync_running_ = false;       // under mutex_
   bool has_per_thread_handle_ = false;
   std::atomic<std::uint64_t> flush_request_{0};
   // close(): open until then; afterwards frees only count (closed_frees_) and the destructor

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -94,6 +95,45 @@ TEST_P(pool_dead_streams_threads, threads_destroying_their_streams_leave_nothing
 }
 
 INSTANTIATE_TEST_SUITE_P(all, pool_dead_streams_threads, ::testing::Range(0, 8));
+
+// A created stream whose thread has exited holds memory no fence covers (an orphan). A miss on
+// another stream must not wait for the device to free it: a third stream's work may wait for the
+// allocating thread itself (here a gate that a helper thread opens after 2 s; if the allocation
+// waited for the device, it would return only then). The orphans' memory comes back through a
+// synchronisation on the pool's own thread.
+using test::pool_test;
+TEST_F(pool_test, a_miss_does_not_wait_for_a_stream_the_calling_thread_holds_back) {
+  pool_options options;
+  options.chunk_size = 8 * MiB;
+  pool_resource pool(upstream, options);
+  stream_handle const x = backend().create_stream(true);
+  std::thread([&] { pool.deallocate(pool.allocate(6 * MiB, x), 6 * MiB, x); }).join();
+  test::closed_gate gate(b);  // b's later work waits for this thread
+  std::atomic<bool> opened{false};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    opened = true;
+    gate.open();
+  });
+  void* const p = pool.allocate(6 * MiB, a);  // misses: x's 6 MiB are a quarter of the pool
+  EXPECT_FALSE(opened.load()) << "allocate on a waited for b, held back by the calling thread";
+  opener.join();
+  // The pool's own thread finishes its synchronisation once b's gate is open: x's memory is then
+  // free for every stream, and another 6 MiB on a needs no growth.
+  auto const deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pool.statistics().synchronizations == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_GE(pool.statistics().synchronizations, 1u);
+  std::uint64_t const grown = pool.statistics().upstream_allocations;
+  void* const q = pool.allocate(6 * MiB, a);
+  EXPECT_EQ(pool.statistics().upstream_allocations, grown) << "x's memory did not come back";
+  pool.deallocate(q, 6 * MiB, a);
+  pool.deallocate(p, 6 * MiB, a);
+  backend().synchronize();
+  pool.check_invariants();
+  pool.release_stream(x);
+  backend().destroy_stream(x);
+}
 
 }  // namespace
 }  // namespace gpumem
