@@ -13,12 +13,12 @@
 // No deadlock on CUDA, by construction: while a gate is closed, the test thread (the only one that
 // opens gates) must never call anything that waits for the device. cudaFree and cudaFreeHost wait
 // for the whole device, so the pool's upstream and the pinned staging memory are carved from
-// regions taken before the first gate and given back after the last one opens; the pool itself
-// waits only on its out-of-memory path, which the large upstream region keeps it from reaching.
-// Host functions never wait for each other's streams (CUDA may run them all on one thread), only
-// for the test thread. trim() may wait for the device (what created streams freed since their
-// last fences is reached no other way): the model trims only while every gate is open. A watchdog
-// turns a hang into a failure that names the step.
+// regions taken before the first gate and given back after the last one opens. Of the pool's
+// calls, only the out-of-memory path (which the large upstream region keeps it from reaching) and
+// trim() wait for the device (trim: what created streams freed since their last fences is reached
+// no other way): the model trims only while every gate is open. Host functions never wait for each
+// other's streams (CUDA may run them all on one thread), only for the test thread. A watchdog turns
+// a hang into a failure that names the step.
 #include "pool_stress_model.hpp"
 
 #include <gpumem/core/units.hpp>

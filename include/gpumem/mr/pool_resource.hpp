@@ -159,8 +159,9 @@ struct pool_statistics {
   // Questions to the device about fences and streams (cudaEventQuery, cudaStreamQuery), each made
   // with the pool's mutex held.
   std::uint64_t device_queries = 0;
-  // Host waits for the device or a stream: trim, orphaned streams, the out-of-memory path,
-  // release_stream.
+  // Host waits for the device or a stream: trim, orphaned streams (on the pool's own thread), the
+  // out-of-memory path, release_stream and frees on released streams, an expandable pool's growth
+  // waiting for the calling stream.
   std::uint64_t synchronizations = 0;
   // Misses served from another stream's free memory, the allocating stream made to wait on the
   // device (cudaStreamWaitEvent on that stream's fence) instead of growing.
