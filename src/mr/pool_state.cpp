@@ -450,13 +450,16 @@ void pool_state::start_orphan_sync_locked() noexcept {
   }
   if (cuts.empty()) return;
   for (auto& [o, upto] : cuts) {
-    drain_class_lists_locked(*o);  // no memory for a node: the rest stays listed, for a later one
+    try {
+      drain_class_lists_locked(*o);  // without memory for a node, the rest stays listed
+    } catch (...) {
+    }
     upto = cut_epoch_locked(*o);
     ++o->pins;  // not reaped before the synchronisation is done
   }
-  // The previous one is done (orphan_sync_running_ is false): only its exit is left to wait for.
-  if (orphan_sync_.joinable()) orphan_sync_.join();
   try {
+    // The previous one is done (orphan_sync_running_ is false): only its exit is left to wait for.
+    if (orphan_sync_.joinable()) orphan_sync_.join();
     orphan_sync_ = std::thread([this, cuts] {
       bool synchronized = false;
       try {
@@ -464,12 +467,19 @@ void pool_state::start_orphan_sync_locked() noexcept {
         backend_.synchronize();
         synchronized = true;
       } catch (std::exception const& e) {
-        log(log_level::warn,
-            name() + ": synchronising the device for orphaned streams failed: " + e.what());
+        try {
+          log(log_level::warn,
+              name() + ": synchronising the device for orphaned streams failed: " + e.what());
+        } catch (...) {
+        }
+      } catch (...) {
       }
       std::lock_guard<std::mutex> lock(mutex_);
       for (auto const& [o, upto] : cuts) {
-        if (synchronized) complete_all_fences_locked(*o, upto);
+        try {
+          if (synchronized) complete_all_fences_locked(*o, upto);
+        } catch (...) {  // what could not be freed stays the stream's, for a later synchronisation
+        }
         --o->pins;
       }
       if (synchronized) ++synchronizations_;
