@@ -1,7 +1,7 @@
 // pool_resource's fences (see pool_state.hpp): events recorded over what a stream handed back, the
 // epochs that order them, the moves of completed extents to the free ones, the settling of a
-// stream (idle, released, fenced, or reached through a device synchronisation). Every function
-// named *_locked runs with the pool's mutex held.
+// stream (idle, released, fenced, or left to a device synchronisation: pool_waits.cpp). Every
+// function named *_locked runs with the pool's mutex held.
 #include "pool_state.hpp"
 
 #include <gpumem/core/logging.hpp>
@@ -122,41 +122,6 @@ void pool_state::settle_locked(pool_stream& s, pool_stream const* caller) {
   // next call.
   poll_stream_locked(s);
   if (s.extents.bytes() > 0) s.fence_wanted.store(true, std::memory_order_relaxed);
-}
-
-void pool_state::complete_all_after_synchronizing(std::unique_lock<std::mutex>& lock) {
-  struct cut {
-    pool_stream* stream;
-    std::uint64_t upto;
-  };
-  std::vector<cut> cuts;
-  cuts.reserve(streams_.size());
-  for (auto& entry : streams_) {
-    pool_stream& o = *entry.second;
-    drain_class_lists_locked(o);
-    cuts.push_back({&o, cut_epoch_locked(o)});
-    ++o.pins;  // not reaped while the mutex is released
-  }
-  struct unpin {
-    std::vector<cut>& cuts;
-    ~unpin() {
-      for (auto const& c : cuts)
-        --c.stream->pins;
-    }
-  } const unpinned{cuts};
-  // Released meanwhile: a thread that opens a gate some stream waits for may need the mutex.
-  lock.unlock();
-  try {
-    scoped_device const on_device(backend_, device_);
-    backend_.synchronize();
-  } catch (...) {
-    lock.lock();
-    throw;
-  }
-  lock.lock();
-  ++synchronizations_;
-  for (auto const& c : cuts)
-    complete_all_fences_locked(*c.stream, c.upto);
 }
 
 bool pool_state::poll_stream_locked(pool_stream& s) {

@@ -379,14 +379,15 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // quiet ones, as before.
   if (std::uintptr_t const idle = take_from_idle_stream_locked(size, s))
     return reinterpret_cast<void*>(idle);
-  std::size_t const parked = reclaims_since_growth_ == 0 ? parked_by_quiet_others_locked(s) : 0;
+  std::size_t const parked = reclaims_since_growth_ == 0 ? parked_by_others_locked(s, quiet) : 0;
   if (parked > 0 && parked >= held_ / 2)
     if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/true)) return p;
   // Streams no thread cache names any more hold memory that only their own next call would fence:
   // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
   // (and at least this request), a device synchronisation on a thread of its own frees it for a
   // later miss; this one does not wait (device work may wait for the calling thread).
-  if (!orphan_sync_running_ && orphaned_bytes_locked(s) >= std::max(pool_round_up(size), held_ / 4))
+  if (!orphan_sync_running_ &&
+      parked_by_others_locked(s, orphaned) >= std::max(pool_round_up(size), held_ / 4))
     start_orphan_sync_locked();
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
@@ -419,109 +420,6 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   if (trim_locked() > 0 && grow(lock, size, &s))
     if (void* p = fit_locked(size, s)) return p;
   throw_out_of_memory_locked(size);
-}
-
-bool pool_state::orphaned(pool_stream const& s) noexcept {
-  return s.key.which == pool_stream_key::kind::created && s.caches == 0 &&
-         !s.released.load(std::memory_order_relaxed);
-}
-
-std::size_t pool_state::orphaned_bytes_locked(pool_stream const& s) const noexcept {
-  std::size_t bytes = 0;
-  for (auto const& entry : streams_) {
-    pool_stream const& other = *entry.second;
-    if (&other != &s && orphaned(other))
-      bytes += other.extents.bytes() + other.class_list_bytes.load();
-  }
-  return bytes;
-}
-
-void pool_state::start_orphan_sync_locked() noexcept {
-  if (orphan_sync_running_ || is_closed()) return;
-  std::vector<std::pair<pool_stream*, std::uint64_t>> cuts;
-  try {
-    for (auto& entry : streams_) {
-      pool_stream& o = *entry.second;
-      if (!orphaned(o) || o.extents.bytes() + o.class_list_bytes.load() == 0) continue;
-      cuts.emplace_back(&o, 0);
-    }
-  } catch (...) {
-    return;  // no memory for the list: the next miss tries again
-  }
-  if (cuts.empty()) return;
-  for (auto& [o, upto] : cuts) {
-    try {
-      drain_class_lists_locked(*o);  // without memory for a node, the rest stays listed
-    } catch (...) {
-    }
-    upto = cut_epoch_locked(*o);
-    ++o->pins;  // not reaped before the synchronisation is done
-  }
-  try {
-    // The previous one is done (orphan_sync_running_ is false): only its exit is left to wait for.
-    if (orphan_sync_.joinable()) orphan_sync_.join();
-    orphan_sync_ = std::thread([this, cuts] {
-      bool synchronized = false;
-      try {
-        scoped_device const on_device(backend_, device_);
-        backend_.synchronize();
-        synchronized = true;
-      } catch (std::exception const& e) {
-        try {
-          log(log_level::warn,
-              name() + ": synchronising the device for orphaned streams failed: " + e.what());
-        } catch (...) {
-        }
-      } catch (...) {
-      }
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto const& [o, upto] : cuts) {
-        try {
-          if (synchronized) complete_all_fences_locked(*o, upto);
-        } catch (...) {  // what could not be freed stays the stream's, for a later synchronisation
-        }
-        --o->pins;
-      }
-      if (synchronized) ++synchronizations_;
-      reap_retired_locked();
-      orphan_sync_running_ = false;
-    });
-    orphan_sync_running_ = true;
-  } catch (...) {  // no thread: the next miss tries again
-    for (auto const& cut : cuts)
-      --cut.first->pins;
-  }
-}
-
-void pool_state::join_orphan_sync() noexcept {
-  std::thread done;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done = std::move(orphan_sync_);
-  }
-  if (done.joinable()) done.join();
-}
-
-std::size_t pool_state::parked_by_quiet_others_locked(pool_stream const& s) const noexcept {
-  std::size_t parked = 0;
-  for (auto const& entry : streams_) {
-    pool_stream const& other = *entry.second;
-    if (&other != &s && quiet(other))
-      parked += other.extents.bytes() + other.class_list_bytes.load();
-  }
-  return parked;
-}
-
-void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
-  ++reclaims_;
-  ++reclaims_since_growth_;
-  // Without a wait: the streams that `s` may not use (touchable) only poll their fences and are
-  // asked to fence the rest in their own next calls; only the last resort waits (obtain).
-  for (auto& entry : streams_)
-    if (entry.second.get() != &s && (!quiet_only || quiet(*entry.second)))
-      settle_locked(*entry.second, &s);
-  poll_locked();
-  return fit_locked(size, s);
 }
 
 void pool_state::reset_full_drains(pool_stream& s) noexcept {

@@ -2,8 +2,8 @@
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
 // end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
-// pool_fences.cpp, pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp, pool_growth.cpp,
-// pool_range.cpp, pool_invariants.cpp). Locks:
+// pool_fences.cpp, pool_waits.cpp, pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp,
+// pool_growth.cpp, pool_range.cpp, pool_invariants.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex (a pool_lock: cheap when uncontended, pool_lock.hpp) guards that
 //     stream's arena: its class lists and its extents. A thread cache refills from and overflows
@@ -242,23 +242,38 @@ class pool_state {
   // A block that could be neither kept nor handed back (no host memory for either): counted in
   // lost_bytes_ (check_invariants accounts for it) and logged if the log can be written.
   void note_lost(std::uintptr_t addr, std::size_t size) noexcept;
-  // Bytes in the class lists and extents of the other streams that have not allocated since the
-  // pool last grew (quiet: done, or only freeing, like the producer of a producer and consumer).
-  std::size_t parked_by_quiet_others_locked(pool_stream const& s) const noexcept;
-  // A created stream that no thread cache names and that was not released: only its own next
-  // call, or a device synchronisation, frees what it holds.
-  static bool orphaned(pool_stream const& s) noexcept;
-  // Bytes in the class lists and extents of orphaned streams other than `s`.
-  std::size_t orphaned_bytes_locked(pool_stream const& s) const noexcept;
-  // Cuts the orphaned streams' memory (their lists drained) and synchronises the device on a
-  // thread of its own (orphan_sync_), which then makes that memory free for every stream: no
-  // caller waits for the device. One at a time.
-  void start_orphan_sync_locked() noexcept;
-  // Waits for the orphan synchronisation's thread, if any (without mutex_): close(), destructor.
-  void join_orphan_sync() noexcept;
+  // Bytes in the class lists and extents of the streams other than `s` that `which` selects:
+  // quiet ones (not allocated since the pool last grew: done, or only freeing, like the producer
+  // of a producer and consumer), orphaned ones.
+  std::size_t parked_by_others_locked(pool_stream const& s,
+                                      bool (*which)(pool_stream const&)) const noexcept;
+  static std::size_t parked_bytes(pool_stream const& s) noexcept {
+    return s.extents.bytes() + s.class_list_bytes.load(std::memory_order_relaxed);
+  }
   static bool quiet(pool_stream const& s) noexcept {
     return s.refills.load(std::memory_order_relaxed) == s.refills_seen;
   }
+  // A created stream that no thread cache names and that was not released: only its own next
+  // call, or a device synchronisation, frees what it holds.
+  static bool orphaned(pool_stream const& s) noexcept;
+  // --- waits for the device (pool_waits.cpp) ---
+  // A stream's epochs cut (its lists drained first) and the stream pinned, for a wait.
+  struct stream_cut {
+    pool_stream* stream;
+    std::uint64_t upto;
+  };
+  std::vector<stream_cut> cut_streams_locked(bool (*which)(pool_stream const&));
+  // Unpins the cut streams; when the device was synchronised after the cuts, what each held up
+  // to its cut is free for every stream.
+  void complete_cuts_locked(std::vector<stream_cut> const& cuts, bool synchronized) noexcept;
+  // backend_.synchronize() on the pool's device, for the orphan synchronisation's thread; false
+  // (logged) if it failed.
+  bool synchronize_device() noexcept;
+  // Cuts the orphaned streams' memory and synchronises the device on a thread of its own
+  // (orphan_sync_), which then completes the cuts: no caller waits for the device. One at a time.
+  void start_orphan_sync_locked() noexcept;
+  // Waits for the orphan synchronisation's thread, if any (without mutex_): close(), destructor.
+  void join_orphan_sync() noexcept;
   // --- a stream's arena, with its lock held (the *_held functions; no mutex_ needed) ---
   // Carves up to `want` blocks of class `cls` from the cache's stream's extents (and cold lists)
   // into the cache's bin; returns how many.
@@ -299,23 +314,19 @@ class pool_state {
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
   // True if `s`'s handle may be used (queried, recorded on) in a call made on `caller`'s stream
-  // (null: a call on no stream, such as trim): the legacy default stream, and the calling thread's
-  // own per-thread default stream, always (fenceable); a created stream only when it is the
-  // caller's. A created stream named by no call in progress may have been destroyed without
-  // release_stream, and any use of a destroyed stream's handle is undefined in CUDA (on an H200,
-  // driver 580, cudaStreamQuery, cuStreamGetId, cudaEventRecord and the rest crash the process):
-  // the pool reaches such a stream's memory through the events it recorded (its fences) or a
-  // device synchronisation, never through its handle.
+  // (null: a call on no stream, such as trim): the legacy default stream and the calling thread's
+  // own per-thread default stream (fenceable); a created stream only when it is the caller's, or
+  // with query_other_streams. Any other may have been destroyed without release_stream, and a
+  // call on a destroyed stream's handle crashes the process on CUDA (docs/mr.md).
   bool touchable(pool_stream const& s, pool_stream const* caller) const noexcept;
   // What `s` freed, for every stream, without waiting. A stream touchable from `caller` (null: a
   // call made on no stream, such as trim): at once if idle (or released), else once a fence
   // recorded now completes. Any other: its completed fences are polled, and it is asked
   // (fence_wanted) to fence the rest in its own next call.
   void settle_locked(pool_stream& s, pool_stream const* caller);
-  // The last resort before out-of-memory: every stream's lists and extents handed back so far are
-  // cut, the device is synchronised with `lock` released (the cut streams pinned meanwhile), and
-  // all of that memory is free for every stream. The only wait for other streams' work: it also
-  // covers streams destroyed without release_stream, whose handles the pool never uses.
+  // trim() and the last resort before out-of-memory: every stream cut, the device synchronised
+  // with `lock` released, the cuts completed (pool_waits.cpp). It also covers streams destroyed
+  // without release_stream, whose handles the pool never uses.
   void complete_all_after_synchronizing(std::unique_lock<std::mutex>& lock);
   // Starts a new epoch on `s` and returns the last one: a stream query or synchronisation made
   // after this covers every extent of `s` with an epoch up to the value returned (extents handed

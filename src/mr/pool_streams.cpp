@@ -1,7 +1,8 @@
 // pool_resource's streams (see pool_state.hpp): the per-stream entries (per-thread default streams
-// owned by a thread serial, retired when their thread exits), the takes from other streams' free
-// memory, and the class lists and give-backs of a stream's arena; its fences are in
-// pool_fences.cpp. Every function named *_locked runs with the pool's mutex held.
+// owned by a thread serial, retired when their thread exits), the takes from and reclaims of other
+// streams' free memory, and the class lists and give-backs of a stream's arena; its fences are in
+// pool_fences.cpp, the waits for the device in pool_waits.cpp. Every function named *_locked runs
+// with the pool's mutex held.
 #include "pool_state.hpp"
 
 #include <gpumem/core/detail/thread_identity.hpp>
@@ -248,6 +249,28 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
     return base;
   }
   return 0;
+}
+
+std::size_t pool_state::parked_by_others_locked(pool_stream const& s,
+                                                bool (*which)(pool_stream const&)) const noexcept {
+  std::size_t parked = 0;
+  for (auto const& entry : streams_) {
+    pool_stream const& other = *entry.second;
+    if (&other != &s && which(other)) parked += parked_bytes(other);
+  }
+  return parked;
+}
+
+void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
+  ++reclaims_;
+  ++reclaims_since_growth_;
+  // Without a wait: the streams that `s` may not use (touchable) only poll their fences and are
+  // asked to fence the rest in their own next calls; only the last resort waits (obtain).
+  for (auto& entry : streams_)
+    if (entry.second.get() != &s && (!quiet_only || quiet(*entry.second)))
+      settle_locked(*entry.second, &s);
+  poll_locked();
+  return fit_locked(size, s);
 }
 
 void pool_state::reap_retired_locked() noexcept {
