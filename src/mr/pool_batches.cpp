@@ -40,7 +40,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
       ++got;
     }
     s.remove_listed(got * size, merged_class(cls));
-    s.refills.fetch_add(1, std::memory_order_relaxed);
+    s.note_refill();
     if (got == 0) got = carve_own_held(cache, cls, want);
   }
   if (got == 0) got = carve_batch(cache, cls, want);

@@ -37,7 +37,7 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
   }
   s.extents.take(*fit, size);
   s.net_returned -= static_cast<std::int64_t>(size);
-  s.refills.fetch_add(1, std::memory_order_relaxed);  // the stream is allocating: not quiet
+  s.note_refill();  // the stream is allocating: not quiet
   return reinterpret_cast<void*>(addr);
 }
 
@@ -146,7 +146,10 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
     hold_timer const held{large_lock_hold_ns_};
     ++lock_acquisitions_;
     pool_stream& s = stream_locked(stream);
-    s.refills.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<pool_lock> arena(s.mutex);
+      s.note_refill();
+    }
     p = obtain(lock, size, s);
     if (requested > options_.max_cached_size) {
       auto const addr = reinterpret_cast<std::uintptr_t>(p);

@@ -146,9 +146,11 @@ struct alignas(64) pool_stream {
   std::atomic<std::size_t> class_list_bytes{0};
   // Bytes of class_lists in the merged classes (pool_state::merged_class), under `mutex`.
   std::size_t merged_listed = 0;
-  // Allocation activity: refills of its threads' caches and large allocations (relaxed
-  // increments); a stream whose count has not moved since the pool last grew is quiet.
+  // Allocation activity: refills of its threads' caches and large allocations (changed under
+  // `mutex` alone, so a relaxed load and store suffice: note_refill; read anywhere); a stream whose
+  // count has not moved since the pool last grew is quiet.
   std::atomic<std::uint64_t> refills{0};
+  void note_refill() noexcept { pool_bump(refills, 1); }  // under `mutex`
   std::uint64_t refills_seen = 0;  // under the pool's mutex: refills when the pool last grew
   // Under the pool's mutex: the pool's growth count when this stream last ran short (on the slow
   // path, neither its own extents nor the free ones held the block; what follows may still serve
