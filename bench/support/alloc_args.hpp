@@ -26,7 +26,25 @@ struct alloc_args {
   bool query_other_streams = false;  // both pools' pool_options::query_other_streams
   double held_target = pool_options{}.held_target;               // the expandable pool's
   std::size_t max_cached_size = pool_options{}.max_cached_size;  // both pools'
+  std::vector<int> threads;  // --threads 1,4: the thread counts; empty: 1,4 (quick) or 1,4,16
+  bool persistent_threads = false;  // --persistent-threads: one team of threads for all runs
 };
+
+// "1,4,16" -> {1, 4, 16}; nothing when an entry is not a whole number from 1 to 1024.
+inline std::optional<std::vector<int>> parse_thread_counts(char const* text) {
+  std::vector<int> counts;
+  while (*text != '\0') {
+    char* end = nullptr;
+    long const n = std::strtol(text, &end, 10);
+    bool const more = *end == ',';
+    if (end == text || n < 1 || n > 1024 || (!more && *end != '\0') || (more && end[1] == '\0'))
+      return std::nullopt;
+    counts.push_back(static_cast<int>(n));
+    text = more ? end + 1 : end;
+  }
+  if (counts.empty()) return std::nullopt;
+  return counts;
+}
 
 // Parses argv over `defaults`; prints the usage to stderr and returns nothing on an unknown or
 // malformed argument.
@@ -56,11 +74,17 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
     else if (std::strcmp(argv[i], "--max-cached-size") == 0 && has_value &&
              try_parse_bytes(argv[i + 1]).has_value())
       a.max_cached_size = *try_parse_bytes(argv[++i]);
+    else if (std::strcmp(argv[i], "--persistent-threads") == 0)
+      a.persistent_threads = true;
+    else if (std::strcmp(argv[i], "--threads") == 0 && has_value &&
+             parse_thread_counts(argv[i + 1]).has_value())
+      a.threads = *parse_thread_counts(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
                    "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
-                   "[--query-other-streams] [--held-target X] [--max-cached-size BYTES]\n"
+                   "[--query-other-streams] [--held-target X] [--max-cached-size BYTES] "
+                   "[--threads N,...] [--persistent-threads]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
@@ -71,7 +95,11 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
                    "  --held-target X: the expandable pool's pool_options::held_target (at "
                    "least 1)\n"
                    "  --max-cached-size BYTES: both pools' pool_options::max_cached_size (e.g. "
-                   "256KiB)\n");
+                   "256KiB)\n"
+                   "  --threads N,...: the thread counts measured (default 1,4,16; 1,4 with "
+                   "--quick); scaling and the goals need 1 first\n"
+                   "  --persistent-threads: the threads of a measurement live across its runs "
+                   "(default: each run starts and ends its own)\n");
       return std::nullopt;
     }
   }

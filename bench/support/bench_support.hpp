@@ -1,6 +1,6 @@
 // Shared helpers of gpumem's benchmarks: the device line, a stopwatch, a start barrier for
-// threads, and a plain text table. Header-only; any bench/<name>.cpp may include it as
-// "support/bench_support.hpp".
+// threads, a team of threads kept across runs, and a plain text table. Header-only; any
+// bench/<name>.cpp may include it as "support/bench_support.hpp".
 #pragma once
 
 #include <gpumem/cuda/device_backend.hpp>
@@ -8,10 +8,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace gpumem::bench {
@@ -69,6 +73,91 @@ double run_threads(int threads, Body body, std::vector<double>* per_thread = nul
     if (failure) std::rethrow_exception(failure);
   return seconds;
 }
+
+// `threads` threads kept across runs (a training program's workers live as long as its loop): each
+// run() releases them together on body(thread_index) and returns the wall seconds from the release
+// to the last thread's end, like run_threads, without starting or ending a thread (whose exit
+// flushes its caches and leaves its stream without a user). Not thread safe: one caller.
+class thread_team {
+ public:
+  explicit thread_team(int threads) : own_(static_cast<std::size_t>(threads)) {
+    failures_.resize(own_.size());
+    for (int t = 0; t < threads; ++t)
+      workers_.emplace_back([this, t] { work(t); });
+  }
+  ~thread_team() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      ++generation_;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_)
+      w.join();
+  }
+  thread_team(thread_team const&) = delete;
+  thread_team& operator=(thread_team const&) = delete;
+
+  template <class Body>
+  double run(Body body, std::vector<double>* per_thread = nullptr) {
+    std::function<void(int)> job = body;
+    stopwatch clock;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      done_ = 0;
+      ++generation_;
+    }
+    wake_.notify_all();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      finished_.wait(lock, [&] { return done_ == own_.size(); });
+      job_ = nullptr;
+    }
+    double const seconds = clock.seconds();
+    if (per_thread != nullptr) *per_thread = own_;
+    for (auto& failure : failures_)
+      if (failure) std::rethrow_exception(std::exchange(failure, nullptr));
+    return seconds;
+  }
+
+ private:
+  void work(int t) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      std::function<void(int)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_ != seen; });
+        seen = generation_;
+        if (stopping_) return;
+        job = job_;
+      }
+      stopwatch mine;
+      try {
+        (*job)(t);
+      } catch (...) {
+        failures_[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+      own_[static_cast<std::size_t>(t)] = mine.seconds();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++done_;
+      }
+      finished_.notify_one();
+    }
+  }
+
+  std::vector<double> own_;
+  std::vector<std::exception_ptr> failures_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void(int)>* job_ = nullptr;
+  std::uint64_t generation_ = 0;
+  std::size_t done_ = 0;
+  bool stopping_ = false;
+};
 
 // A text table: add rows of cells, print with columns padded to their widest cell.
 class table {
