@@ -67,6 +67,8 @@ std::size_t pool_state::trim() {
   std::size_t const trimmed = trim_locked();
   reap_retired_locked();
   growth_floor_ = growth_floor_next_ = 0;  // chunks as large as the blocks to come, not gone ones
+  range_slack_ = 1.0;                      // the expandable pool's target as configured again
+  moves_seen_ = 0;
   return trimmed;
 }
 
@@ -206,7 +208,7 @@ pool_statistics pool_state::statistics() const {
   std::int64_t live = static_cast<std::int64_t>(large_live_) + retired_live_;
   std::int64_t requested = static_cast<std::int64_t>(large_requested_) + retired_requested_;
   std::int64_t cached = 0;
-  st.allocations = large_allocations_ + retired_allocations_;
+  st.allocations = allocations_locked();
   st.deallocations = large_deallocations_ + retired_deallocations_;
   // Frees after close() (counted apart: the pool no longer takes blocks back).
   live -= static_cast<std::int64_t>(closed_freed_bytes_.load(std::memory_order_relaxed));
@@ -216,7 +218,6 @@ pool_statistics pool_state::statistics() const {
     live += cache->counters.live_bytes.load(std::memory_order_relaxed);
     requested += cache->counters.requested_bytes.load(std::memory_order_relaxed);
     cached += cache->counters.cached_bytes.load(std::memory_order_relaxed);
-    st.allocations += cache->counters.allocations.load(std::memory_order_relaxed);
     st.deallocations += cache->counters.deallocations.load(std::memory_order_relaxed);
   }
   for (auto const& entry : streams_) {
@@ -245,6 +246,13 @@ pool_statistics pool_state::statistics() const {
   st.pages_unmapped = pages_unmapped_;
   st.streams = streams_.size();
   return st;
+}
+
+std::uint64_t pool_state::allocations_locked() const noexcept {
+  std::uint64_t n = large_allocations_ + retired_allocations_;
+  for (auto const& cache : caches_)
+    n += cache->counters.allocations.load(std::memory_order_relaxed);
+  return n;
 }
 
 memory_info pool_state::memory_info_snapshot() const {

@@ -12,11 +12,12 @@
 //     growing stream's own; they are taken out of the extents (claimed) while the pages are
 //     mapped, so that no other thread carves them meanwhile, and the block fits once it is done;
 //   * the memory: new while the pool then holds at most held_target times the most it has had
-//     live at a growth; the rest from whole pages of free extents, the largest first (the
-//     growing stream's own only when its work is done up to them: found idle, or waited for when
-//     it holds at least the request and trim_before_growth allows a wait), taken from the top of
-//     their whole pages. Those pages are unmapped, and the target mapped with their physical
-//     memory first, then new memory (what maximum_size bounds);
+//     live at a growth (times range_slack_, raised by note_range_move_locked while growths that
+//     move memory come too often); the rest from whole pages of free extents, the largest first
+//     (the growing stream's own only when its work is done up to them: found idle, or waited for
+//     when it holds at least the request and trim_before_growth allows a wait), taken from the
+//     top of their whole pages. Those pages are unmapped, and the target mapped with their
+//     physical memory first, then new memory (what maximum_size bounds);
 //   * done: the target and the claimed free memory around it become one extent, free for every
 //     stream (the growing stream's own when part of it was); the unmapped pages become holes. A
 //     hole never ends the chunk: the chunk ends before it.
@@ -112,6 +113,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   }
   finish_range_locked(plan, s, mapped);
   if (mapped) note_growth_locked(after > before ? after - before : 0);
+  if (mapped && unmapped > 0) note_range_move_locked();
   if (error) std::rethrow_exception(error);
   return mapped;
 }
@@ -297,10 +299,38 @@ std::size_t pool_state::live_estimate_locked() const noexcept {
 std::size_t pool_state::fresh_allowance_locked(std::size_t need) noexcept {
   std::size_t const live = live_estimate_locked();
   live_at_growth_ = std::max(live_at_growth_, live + std::min(need, ~std::size_t{0} - live));
-  double const most = options_.held_target * static_cast<double>(live_at_growth_);
+  double const most = options_.held_target * range_slack_ * static_cast<double>(live_at_growth_);
   std::size_t const allowed = most >= 0x1p64 ? ~std::size_t{0} : static_cast<std::size_t>(most);
   std::size_t const taken = held_ + growing_;
   return allowed > taken ? allowed - taken : 0;
+}
+
+void pool_state::note_range_move_locked() noexcept {
+  // Memory is moved (pages unmapped here, mapped there: about 20 us a call on an H100) so that
+  // the pool holds about held_target times what is live. With several streams that each keep
+  // what they freed, the target can sit below what their arenas need together: each move leaves
+  // another stream short, whose growth moves memory again. On the host backend, 16 threads on
+  // bench_alloc's large trace with threads kept across runs moved memory at about one growth per
+  // 64 allocations (thousands per run, 9 us per pair) with any held_target up to 1.5, and not
+  // at all with 3 (held 1.22x the sum of the threads' peaks, as a chunked pool). So when the
+  // last sixteen growths that moved memory (moves_at_) came within sixteen times
+  // pool_range_move_allocations allocations, the target is raised by an eighth (up to
+  // held_target_most), and the count starts again. That trace then moved memory a few times in a
+  // run (about 200 ns per pair). A window of eight moves raised the target on the bursts of a
+  // loop (the inference loop's prefill) as well; lowering it again after calm windows held no
+  // less. The one-thread loops whose shapes change every step keep their target: bench_alloc's
+  // replays held 1.031 and 1.042 times their peak live with the guard and without it, and the
+  // training and inference loops the same on one thread (1.05 and 1.17).
+  constexpr std::uint64_t pool_range_move_allocations = 128;
+  std::uint64_t const now = allocations_locked();
+  std::size_t const watched = moves_at_.size();
+  std::uint64_t const oldest = moves_at_[moves_seen_ % watched];
+  moves_at_[moves_seen_ % watched] = now;
+  ++moves_seen_;
+  if (moves_seen_ <= watched || now - oldest >= pool_range_move_allocations * watched) return;
+  double const most = std::max(options_.held_target, options_.held_target_most);
+  range_slack_ = std::min(range_slack_ * 1.125, most / options_.held_target);
+  moves_seen_ = 0;
 }
 
 void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept {

@@ -50,6 +50,9 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
   GPUMEM_EXPECTS(options.held_target >= 1.0,  // NaN too
                  "pool_options::held_target " + std::to_string(options.held_target) +
                      " is below 1 (the pool holds at least what is live)");
+  GPUMEM_EXPECTS(options.held_target_most >= 1.0,  // NaN too
+                 "pool_options::held_target_most " + std::to_string(options.held_target_most) +
+                     " is below 1 (the pool holds at least what is live)");
   GPUMEM_EXPECTS(options.page_size > 0 && options.page_size <= 1 * GiB,
                  "pool_options::page_size " + std::to_string(options.page_size) +
                      " is not between 1 byte and 1 GiB");

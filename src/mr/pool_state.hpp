@@ -28,6 +28,7 @@
 #include <gpumem/mr/detail/pool_size_classes.hpp>
 #include <gpumem/mr/pool_resource.hpp>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -401,6 +402,10 @@ class pool_state {
   // The new memory a growth for `need` bytes may take while the pool then holds at most
   // pool_options::held_target times the most it has had live at a growth (with the request).
   std::size_t fresh_allowance_locked(std::size_t need) noexcept;
+  // After a growth that moved memory: raises range_slack_ when such growths come too often.
+  void note_range_move_locked() noexcept;
+  // Allocations so far, all threads (for the statistics and the thrash guard above).
+  std::uint64_t allocations_locked() const noexcept;
   void finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept;
   // Unmapped pages of the range: into holes_, or off the end of its chunk.
   void add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept;
@@ -485,6 +490,12 @@ class pool_state {
   pool_extent_set holes_;
   std::size_t claimed_bytes_ = 0;   // free memory held out of the extents by a growth in flight
   std::size_t live_at_growth_ = 0;  // the most bytes live at a growth, with its request
+  // The expandable pool's guard against moving memory faster than it is used (pool_range.cpp):
+  // held_target is multiplied by range_slack_, raised each time the last sixteen growths that
+  // moved memory came within too few allocations; trim() resets it.
+  double range_slack_ = 1.0;
+  std::array<std::uint64_t, 16> moves_at_{};  // allocations counted at the last moving growths
+  std::size_t moves_seen_ = 0;                // moving growths since range_slack_ last changed
   std::uint64_t pages_mapped_ = 0;
   std::uint64_t pages_unmapped_ = 0;
   std::size_t peak_held_ = 0;

@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumem {
@@ -237,6 +239,67 @@ TEST_F(pool_test, trim_unmaps_every_whole_free_page_of_an_expandable_pool) {
   EXPECT_EQ(pool.statistics().held_bytes, 0u);
   EXPECT_EQ(pool.statistics().chunks, 0u);
   pool.check_invariants();
+}
+
+// Sixteen streams, each with its own random blocks of 1-16 MiB, in turn on the calling thread:
+// 6,000 rounds; returns the growths that moved memory and the allocations in the last 3,000.
+std::pair<std::uint64_t, std::uint64_t> moves_between_streams(memory_resource& upstream,
+                                                              double held_target_most) {
+  pool_options o;
+  o.expandable = true;
+  o.page_size = 2 * MiB;
+  o.held_target_most = held_target_most;
+  pool_resource pool(upstream, o);
+  std::vector<stream_handle> streams;
+  std::vector<std::unique_ptr<test::random_pairs>> work;
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    streams.push_back(backend().create_stream(true));
+    work.push_back(std::make_unique<test::random_pairs>(
+        pool, streams.back(), 7 + i, test::random_pairs::sizes{1 * MiB, 16 * MiB, 20}));
+  }
+  auto rounds = [&](int n) {
+    for (int r = 0; r < n; ++r)
+      for (auto& w : work)
+        w->step();
+  };
+  rounds(3000);
+  pool_statistics const before = pool.statistics();
+  rounds(3000);
+  pool_statistics const after = pool.statistics();
+  pool.check_invariants();
+  for (auto& w : work)
+    w->free_all();
+  for (stream_handle s : streams) {
+    pool.release_stream(s);
+    backend().destroy_stream(s);
+  }
+  pool.trim();
+  EXPECT_EQ(pool.statistics().held_bytes, 0u);
+  pool.check_invariants();
+  return {after.upstream_deallocations - before.upstream_deallocations,
+          after.allocations - before.allocations};
+}
+
+TEST_F(pool_test, an_expandable_pool_that_keeps_moving_memory_between_streams_raises_its_target) {
+  // What a stream frees stays its own until its fences hand it on, so the free memory that a
+  // growth may move is what the other streams need next: with the target as configured, growths
+  // move pages (unmapped there, mapped here: backend calls worth hundreds of allocations each)
+  // every hundred allocations or so. The guard raises the target while sixteen such growths come
+  // within 2,048 allocations. Growths that moved memory in the last 3,000 rounds (about 24,000
+  // allocations) on the host backend, whose streams' fences complete on threads of its own (runs
+  // differ): 34-72 in ten runs with the guard, 183-361 in six without (held_target_most 1).
+  auto const [guarded, allocations] =
+      moves_between_streams(upstream, pool_options{}.held_target_most);
+  EXPECT_LE(guarded * 200, allocations)
+      << guarded << " growths moved memory in " << allocations << " allocations";
+  auto const [unguarded, same] = moves_between_streams(upstream, 1.0);
+  EXPECT_GT(unguarded, guarded);
+  (void)same;
+  for (double bad : {0.5, 0.0, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    pool_options o = exact_blocks(true);
+    o.held_target_most = bad;
+    EXPECT_THROW(pool_resource(upstream, o), logic_error) << bad;
+  }
 }
 
 TEST_F(pool_test, an_expandable_pool_rounds_its_page_to_the_granularity_and_refuses_bad_ones) {
