@@ -61,13 +61,17 @@ skip=" ${GPUMEM_CHECK_SKIP:-} "
 
 if [[ "$skip" != *" build "* ]]; then
   step configure "$out/configure.log" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON "${rmm[@]}"
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DGPUMEM_CUDA=ON -DGPUMEM_WERROR=ON -DGPUMEM_BUILD_TESTS=ON \
+  -DGPUMEM_BUILD_EXAMPLES=ON -DGPUMEM_BUILD_BENCH=ON -DGPUMEM_BUILD_TOOLS=ON "${rmm[@]}"
   step build "$out/build.log" cmake --build "$build" -j "$jobs"
 fi
 
 if [[ "$skip" != *" tests "* ]]; then
-  step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" --output-on-failure
-  step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 4 --output-on-failure
+  # --no-tests=error: a build folder configured without tests (another script's) must not pass.
+  step "tests (host label)" "$out/ctest-host.log" ctest --test-dir "$build" -L host -j "$jobs" \
+    --output-on-failure --no-tests=error
+  step "tests (gpu label, cuda backend)" "$out/ctest-gpu.log" ctest --test-dir "$build" -L gpu -j 4 \
+    --output-on-failure --no-tests=error
 fi
 
 
@@ -166,6 +170,9 @@ fi
 # compute-sanitizer on every gpu-labelled test executable.
 tests=$(ctest --test-dir "$build" -L gpu --show-only=json-v1 2>/dev/null |
   python3 -c 'import json,sys; d=json.load(sys.stdin); print("\n".join(t["command"][0] for t in d["tests"]))')
+if [[ -z "$tests" && "$skip" != *" sanitizers "* ]]; then
+  step "compute-sanitizer (no gpu-labelled tests found)" "$out/memcheck-none.log" false
+fi
 for exe in $tests; do
   [[ "$skip" == *" sanitizers "* ]] && break
   name=$(basename "$exe")
