@@ -371,7 +371,7 @@ int run(int argc, char** argv) {
   std::vector<int> const thread_counts =
       !args.threads.empty() ? args.threads
                             : (quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16});
-  int const most = thread_counts.back();
+  int const most = *std::max_element(thread_counts.begin(), thread_counts.end());
 
   std::vector<std::string> header{"trace", "threads"};
   for (auto const& c : competitors)

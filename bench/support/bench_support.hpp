@@ -116,8 +116,12 @@ class thread_team {
     }
     double const seconds = clock.seconds();
     if (per_thread != nullptr) *per_thread = own_;
+    // The first failure is the caller's; every one is cleared, so that none is rethrown by a
+    // later run in which no thread failed.
+    std::exception_ptr first;
     for (auto& failure : failures_)
-      if (failure) std::rethrow_exception(std::exchange(failure, nullptr));
+      if (auto taken = std::exchange(failure, nullptr); taken && !first) first = std::move(taken);
+    if (first) std::rethrow_exception(first);
     return seconds;
   }
 

@@ -322,14 +322,16 @@ void pool_state::note_range_move_locked() noexcept {
   // replays held 1.031 and 1.042 times their peak live with the guard and without it, and the
   // training and inference loops the same on one thread (1.05 and 1.17).
   constexpr std::uint64_t pool_range_move_allocations = 128;
+  // At or below held_target (an infinite held_target included: most / held_target would be NaN,
+  // which std::min ignores, leaving range_slack_ unbounded): never raised.
+  if (!(options_.held_target_most > options_.held_target)) return;
   std::uint64_t const now = allocations_locked();
   std::size_t const watched = moves_at_.size();
   std::uint64_t const oldest = moves_at_[moves_seen_ % watched];
   moves_at_[moves_seen_ % watched] = now;
   ++moves_seen_;
   if (moves_seen_ <= watched || now - oldest >= pool_range_move_allocations * watched) return;
-  double const most = std::max(options_.held_target, options_.held_target_most);
-  range_slack_ = std::min(range_slack_ * 1.125, most / options_.held_target);
+  range_slack_ = std::min(range_slack_ * 1.125, options_.held_target_most / options_.held_target);
   moves_seen_ = 0;
 }
 
