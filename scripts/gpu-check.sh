@@ -84,9 +84,10 @@ if [ -n "${GPUMEM_CHECK_BENCHES:-}" ]; then
   for b in $GPUMEM_CHECK_BENCHES; do benches+=("$build/bench/$b"); done
 fi
 for bench in "${benches[@]}"; do
-  [ -x "$bench" ] || continue
-  [[ "$skip" == *" bench "* ]] && break
+  [[ "$skip" == *" bench "* || "$skip" == *" build "* ]] && break
   name=$(basename "$bench")
+  # A benchmark named in GPUMEM_CHECK_BENCHES that was not built (or none built at all) fails.
+  [ -x "$bench" ] || { step "$name (not built)" "$out/$name.log" false; continue; }
   step "$name" "$out/$name.log" env GPUMEM_DEVICE=cuda timeout 300 "$bench"
   { echo "===== $name"; cat "$out/$name.log"; } >>"$out/bench.log"
 done

@@ -34,6 +34,7 @@ struct alloc_args {
 inline std::optional<std::vector<int>> parse_thread_counts(char const* text) {
   std::vector<int> counts;
   while (*text != '\0') {
+    if (*text < '0' || *text > '9') return std::nullopt;  // no sign or space, which strtol takes
     char* end = nullptr;
     long const n = std::strtol(text, &end, 10);
     bool const more = *end == ',';

@@ -312,9 +312,9 @@ void pool_state::note_range_move_locked() noexcept {
   // another stream short, whose growth moves memory again. On the host backend, 16 threads on
   // bench_alloc's large trace with threads kept across runs moved memory at about one growth per
   // 64 allocations (thousands per run, 9 us per pair) with any held_target up to 1.5, and not
-  // at all with 3 (held 1.22x the sum of the threads' peaks, as a chunked pool). So when the
-  // last sixteen growths that moved memory (moves_at_) came within sixteen times
-  // pool_range_move_allocations allocations, the target is raised by an eighth (up to
+  // at all with 3 (held 1.22x the sum of the threads' peaks, as a chunked pool). So when a growth
+  // that moved memory comes within sixteen times pool_range_move_allocations allocations of the
+  // sixteenth such growth before it (moves_at_), the target is raised by an eighth (up to
   // held_target_most), and the count starts again. That trace then moved memory a few times in a
   // run (about 200 ns per pair). A window of eight moves raised the target on the bursts of a
   // loop (the inference loop's prefill) as well; lowering it again after calm windows held no

@@ -491,8 +491,8 @@ class pool_state {
   std::size_t claimed_bytes_ = 0;   // free memory held out of the extents by a growth in flight
   std::size_t live_at_growth_ = 0;  // the most bytes live at a growth, with its request
   // The expandable pool's guard against moving memory faster than it is used (pool_range.cpp):
-  // held_target is multiplied by range_slack_, raised each time the last sixteen growths that
-  // moved memory came within too few allocations; trim() resets it.
+  // held_target is multiplied by range_slack_, raised each time sixteen intervals between
+  // growths that moved memory spanned too few allocations; trim() resets it.
   double range_slack_ = 1.0;
   std::array<std::uint64_t, 16> moves_at_{};  // allocations counted at the last moving growths
   std::size_t moves_seen_ = 0;                // moving growths since range_slack_ last changed

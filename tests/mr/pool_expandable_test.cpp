@@ -280,17 +280,19 @@ std::pair<std::uint64_t, std::uint64_t> moves_between_streams(memory_resource& u
           after.allocations - before.allocations};
 }
 
-TEST_F(pool_test, an_expandable_pool_that_keeps_moving_memory_between_streams_raises_its_target) {
+TEST_F(pool_test, held_target_most_lets_an_expandable_pool_stop_moving_memory_between_streams) {
   // What a stream frees stays its own until its fences hand it on, so the free memory that a
   // growth may move is what the other streams need next: with the target as configured, growths
   // move pages (unmapped there, mapped here: backend calls worth hundreds of allocations each)
-  // every hundred allocations or so. The guard raises the target while sixteen such growths come
-  // within 2,048 allocations. Growths that moved memory in the last 3,000 rounds (about 24,000
-  // allocations) on the host backend, whose streams' fences complete on threads of its own (runs
-  // differ): 34-72 in ten runs with the guard, 183-361 in six without (held_target_most 1).
+  // every hundred allocations or so. The guard raises the target while such growths come more
+  // often than once per 128 allocations over sixteen of them, up to held_target_most. Growths
+  // that moved memory in the last 3,000 rounds (about 24,000 allocations) on the host backend,
+  // whose streams' fences complete on threads of its own (runs differ): 0-75 in about 200 runs
+  // with the guard (up to 97 with four busy loops on the machine's two cores), 183-366 without
+  // (held_target_most 1).
   auto const [guarded, allocations] =
       moves_between_streams(upstream, pool_options{}.held_target_most);
-  EXPECT_LE(guarded * 200, allocations)
+  EXPECT_LE(guarded * 150, allocations)
       << guarded << " growths moved memory in " << allocations << " allocations";
   auto const [unguarded, same] = moves_between_streams(upstream, 1.0);
   EXPECT_GT(unguarded, guarded);

@@ -118,11 +118,11 @@ struct pool_options {
   // unmap and map per page, so the target trades memory for time where shapes keep changing. At
   // least 1.
   double held_target = 1.125;
-  // Expandable pools: when sixteen growths that moved memory came within 2,048 allocations
-  // (streams that each keep what they freed, taking memory from each other in turn: each move
-  // leaves another stream short), the pool raises the target it uses by an eighth, and again
-  // while that goes on, up to this; trim() restores held_target. At or below held_target: never
-  // raised. At least 1.
+  // Expandable pools: when growths that move memory come more often than once per 128
+  // allocations over sixteen of them (streams that each keep what they freed, taking memory from
+  // each other in turn: each move leaves another stream short), the pool raises the target it
+  // uses by an eighth, and again while that goes on, up to this; trim() restores held_target. At
+  // or below held_target: never raised. At least 1.
   double held_target_most = 4.5;
   // Records every live block with the size asked for: check_invariants() then proves an exact
   // cover of every chunk, and a double free, a foreign pointer or a free with another size than
