@@ -30,6 +30,7 @@
 //     expandable pool's held_target, --max-cached-size both pools' max_cached_size (e.g. 256KiB).
 #include "support/alloc_args.hpp"
 #include "support/alloc_cases.hpp"
+#include "support/alloc_diagnostics.hpp"
 #include "support/bench_support.hpp"
 #include "support/competitors.hpp"
 #include "support/traces.hpp"
@@ -160,35 +161,10 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         events += s.events_recorded - before.events_recorded;
         upstream_calls += s.upstream_allocations - before.upstream_allocations +
                           s.upstream_deallocations - before.upstream_deallocations;
-        std::sort(own.begin(), own.end());
-        std::fprintf(
-            stderr,
-            "%s %s/%d threads, run %d: %llu upstream allocations, %llu upstream frees (%.2f ms in "
-            "the upstream, all threads), %llu reclaims, %llu stream waits, %llu idle takes, %llu "
-            "synchronizations, %llu events, %llu "
-            "device queries, %llu pages mapped, %.4f "
-            "lock "
-            "acquisitions per pair (large path: %.2f ms waiting, %.2f ms holding), held %zu B "
-            "(%.2fx the sum of the traces' peaks); ms per thread "
-            "min %.2f median %.2f max %.2f, wall %.2f\n",
-            c.name.c_str(), spec.name.c_str(), threads, rep + 1,
-            static_cast<unsigned long long>(s.upstream_allocations - before.upstream_allocations),
-            static_cast<unsigned long long>(s.upstream_deallocations -
-                                            before.upstream_deallocations),
-            (pools_upstream->seconds() - upstream_before) * 1e3,
-            static_cast<unsigned long long>(s.reclaims - before.reclaims),
-            static_cast<unsigned long long>(s.stream_waits - before.stream_waits),
-            static_cast<unsigned long long>(s.idle_takes - before.idle_takes),
-            static_cast<unsigned long long>(s.synchronizations - before.synchronizations),
-            static_cast<unsigned long long>(s.events_recorded - before.events_recorded),
-            static_cast<unsigned long long>(s.device_queries - before.device_queries),
-            static_cast<unsigned long long>(s.pages_mapped - before.pages_mapped),
-            static_cast<double>(s.lock_acquisitions - before.lock_acquisitions) /
-                static_cast<double>(pairs),
-            static_cast<double>(s.large_lock_wait_ns - before.large_lock_wait_ns) * 1e-6,
-            static_cast<double>(s.large_lock_hold_ns - before.large_lock_hold_ns) * 1e-6,
-            s.held_bytes, static_cast<double>(s.held_bytes) / static_cast<double>(peaks),
-            own.front() * 1e3, own[own.size() / 2] * 1e3, own.back() * 1e3, runs.back() * 1e3);
+        report_pool_run(pool_run{c.name + " " + spec.name + "/" + std::to_string(threads) +
+                                     " threads, run " + std::to_string(rep + 1),
+                                 before, s, (pools_upstream->seconds() - upstream_before) * 1e3,
+                                 pairs, peaks, std::move(own), runs.back()});
       }
       std::sort(runs.begin(), runs.end());
       seconds = runs[runs.size() / 2];
