@@ -46,20 +46,30 @@ double run_threads(int threads, Body body, std::vector<double>* per_thread = nul
   std::atomic<bool> go{false};
   std::vector<std::exception_ptr> failures(static_cast<std::size_t>(threads));
   std::vector<double> own(static_cast<std::size_t>(threads));
+  std::atomic<bool> cancelled{false};  // a thread could not be started: the others skip body
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (!go.load(std::memory_order_acquire))
-        std::this_thread::yield();
-      stopwatch mine;
-      try {
-        body(t);
-      } catch (...) {
-        failures[static_cast<std::size_t>(t)] = std::current_exception();
-      }
-      own[static_cast<std::size_t>(t)] = mine.seconds();
-    });
+  try {
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire))
+          std::this_thread::yield();
+        if (cancelled.load(std::memory_order_relaxed)) return;
+        stopwatch mine;
+        try {
+          body(t);
+        } catch (...) {
+          failures[static_cast<std::size_t>(t)] = std::current_exception();
+        }
+        own[static_cast<std::size_t>(t)] = mine.seconds();
+      });
+  } catch (...) {  // std::system_error: no more threads; the started ones end before it is thrown
+    cancelled.store(true, std::memory_order_relaxed);
+    go.store(true, std::memory_order_release);
+    for (auto& th : pool)
+      th.join();
+    throw;
+  }
   while (ready.load() < threads)
     std::this_thread::yield();
   stopwatch clock;
@@ -82,19 +92,15 @@ class thread_team {
  public:
   explicit thread_team(int threads) : own_(static_cast<std::size_t>(threads)) {
     failures_.resize(own_.size());
-    for (int t = 0; t < threads; ++t)
-      workers_.emplace_back([this, t] { work(t); });
-  }
-  ~thread_team() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-      ++generation_;
+    try {
+      for (int t = 0; t < threads; ++t)
+        workers_.emplace_back([this, t] { work(t); });
+    } catch (...) {  // std::system_error: no more threads; the started ones end before it is thrown
+      stop();
+      throw;
     }
-    wake_.notify_all();
-    for (auto& w : workers_)
-      w.join();
   }
+  ~thread_team() { stop(); }
   thread_team(thread_team const&) = delete;
   thread_team& operator=(thread_team const&) = delete;
 
@@ -126,6 +132,17 @@ class thread_team {
   }
 
  private:
+  void stop() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      ++generation_;
+    }
+    wake_.notify_all();
+    for (auto& w : workers_)
+      w.join();
+    workers_.clear();
+  }
   void work(int t) {
     std::uint64_t seen = 0;
     for (;;) {
