@@ -51,16 +51,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
 void pool_state::fence_as_wanted(pool_stream& s) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   ++lock_acquisitions_;
-  try {
-    if (!fenceable(s)) {
-      s.fence_wanted.store(false, std::memory_order_relaxed);
-      return;
-    }
-    fence_locked(s);  // clears the flag
-    poll_stream_locked(s);
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": fence failed: " + e.what());
-  }
+  fence_or_warn_locked(s, 0);  // clears the flag
 }
 
 std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,

@@ -71,6 +71,19 @@ void pool_state::fence_locked(pool_stream& s) {
   ++events_recorded_;
 }
 
+void pool_state::fence_or_warn_locked(pool_stream& s, std::size_t poll_at) noexcept {
+  if (!fenceable(s)) {
+    s.fence_wanted.store(false, std::memory_order_relaxed);
+    return;
+  }
+  try {
+    fence_locked(s);
+    if (s.fences.size() >= poll_at) poll_stream_locked(s);
+  } catch (std::exception const& e) {
+    log(log_level::warn, name() + ": fence failed: " + e.what());
+  }
+}
+
 std::uint64_t pool_state::cut_epoch_locked(pool_stream& s) {
   std::lock_guard<pool_lock> arena(s.mutex);
   return s.epoch++;

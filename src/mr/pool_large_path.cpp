@@ -108,12 +108,7 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
 
 void pool_state::fence_large_locked(pool_stream& s) noexcept {
   if (streams_.size() < 2 || !fenceable(s)) return;
-  try {
-    fence_locked(s);
-    if (s.fences.size() >= pool_large_fences_polled) poll_stream_locked(s);
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": fence failed: " + e.what());
-  }
+  fence_or_warn_locked(s, pool_large_fences_polled);
 }
 
 namespace {
@@ -198,11 +193,7 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
   if (s->retired) {
     // Freed by an exiting thread after its stream was settled (from a later thread_local
     // destructor): the last moment its per-thread stream can be fenced.
-    try {
-      fence_locked(*s);
-    } catch (std::exception const& e) {
-      log(log_level::warn, name() + ": fence failed: " + e.what());
-    }
+    fence_or_warn_locked(*s, no_poll);
     return;
   }
   after_give_back_locked(*s, large_fence_bytes());

@@ -330,13 +330,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
     ~pin() { --s.pins; }  // the mutex is held again whenever obtain returns or throws
   } const pinned(s);
   // Another stream wanted what this one handed back: only a call made on it may record the fence.
-  if (s.fence_wanted.load(std::memory_order_relaxed)) {
-    try {
-      fence_locked(s);
-    } catch (std::exception const& e) {
-      log(log_level::warn, name() + ": fence failed: " + e.what());
-    }
-  }
+  if (s.fence_wanted.load(std::memory_order_relaxed)) fence_or_warn_locked(s, no_poll);
   if (void* p = fit_locked(size, s)) return p;
   s.short_at_growth = upstream_allocations_;  // counted by the next growth's step
   // Free extents next to the stream's own merge with them: a fit may straddle the two.

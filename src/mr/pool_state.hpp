@@ -314,6 +314,11 @@ class pool_state {
   void after_give_back_locked(pool_stream& s, std::size_t threshold) noexcept;
   void drain_class_lists_locked(pool_stream& s, bool cold_only = false);
   void fence_locked(pool_stream& s);
+  // fence_locked, then a poll of `s`'s fences once at least `poll_at` are pending (0: always;
+  // no_poll: never); a failure is logged, not thrown. A stream nothing may record on any more
+  // (not fenceable) only has its fence_wanted cleared.
+  static constexpr std::size_t no_poll = std::numeric_limits<std::size_t>::max();
+  void fence_or_warn_locked(pool_stream& s, std::size_t poll_at) noexcept;
   // True if `s`'s handle may be used (queried, recorded on) in a call made on `caller`'s stream
   // (null: a call on no stream, such as trim): the legacy default stream and the calling thread's
   // own per-thread default stream (fenceable); a created stream only when it is the caller's, or

@@ -367,12 +367,7 @@ void pool_state::after_give_back_locked(pool_stream& s, std::size_t threshold) n
     std::lock_guard<pool_lock> arena(s.mutex);
     if (s.unfenced_bytes < threshold && !s.fence_wanted.load(std::memory_order_relaxed)) return;
   }
-  try {
-    fence_locked(s);
-    poll_stream_locked(s);
-  } catch (std::exception const& e) {
-    log(log_level::warn, name() + ": fence failed: " + e.what());
-  }
+  fence_or_warn_locked(s, 0);
 }
 
 }  // namespace gpumem::detail
