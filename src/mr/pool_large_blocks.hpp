@@ -3,18 +3,18 @@
 // without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
 // never allocated here) or with the wrong size is caught instead of corrupting the pool.
 //
-// Sharded by 16 MiB region of the address, 4096 shards (a stream's blocks come from its own slabs,
-// at least a growth step each, so threads on separate streams rarely meet in a shard), each shard
-// an open-addressing table (linear probing, tombstones) under its own lock: no allocation per
-// block, one probe or two per operation. With 256 shards of 64 MiB regions, 16 threads on 1-64 MiB
-// blocks met there often enough to cost each thread a third of its time (host backend on a 16-core
-// host, three runs: 459-527 ns per pair and thread at 16 threads, 323-339 with 4096 shards of
-// 16 MiB; 210-298 alone). Thread safe.
+// 4096 shards, each an open-addressing table (linear probing, tombstones) under its own lock: no
+// allocation per block, one probe or two per operation. A block's shard is picked by a hash of its
+// address, so that the blocks of threads on separate streams spread over all shards and rarely
+// meet (with 256 shards of 64 MiB regions, 16 threads on 1-64 MiB blocks met there often enough to
+// cost each thread a third of its time on a 16-core host).
 //
 // A free of a cached size (max_cached_size or less) goes to a thread's stack without the table; so
-// that such a free of a live large block (a wrong size) is still caught, the table also keeps a
-// count of its live blocks per hash of their address (16384 counters, read without a lock): a
-// cached-size free looks the table up only when its address's count is not 0.
+// that such a free of a live large block (a wrong size) is still caught, each shard also keeps a
+// count of its live blocks per hash of their address (four counters per shard, 16384 in all, read
+// without a lock): a cached-size free looks the table up only when its address's count is not 0.
+// The counters share the shard's cache line and lock, so keeping them costs a large block's
+// allocation and free no atomic read-modify-write and no other line.
 #pragma once
 
 #include "pool_extents.hpp"
@@ -49,7 +49,9 @@ class pool_large_blocks {
   // True if a live block starts at `addr`. Inline and cheap when none may: one counter read, no
   // lock (the block's allocation, and its count, happened before the caller could name it).
   bool live(std::uintptr_t addr) noexcept {
-    return live_counter(addr).load(std::memory_order_relaxed) != 0 && look_up(addr);
+    std::uint64_t const h = hash(addr);
+    return shards_[shard_index(h)].live[counter_index(h)].load(std::memory_order_relaxed) != 0 &&
+           look_up(addr);
   }
 
  private:
@@ -57,31 +59,46 @@ class pool_large_blocks {
     std::uintptr_t key;  // 0: empty, 1: removed (blocks are 256-byte aligned, never 0 or 1)
     block value;
   };
+  static constexpr std::size_t counters_per_shard = 4;
   struct alignas(64) shard {
     pool_lock mutex;
+    // Live blocks per counter_index of their address's hash: changed under `mutex`, read without.
+    std::atomic<std::uint32_t> live[counters_per_shard] = {};
     std::unique_ptr<slot[]> slots;
-    std::size_t capacity = 0;  // a power of two
-    std::size_t used = 0;      // live records
-    std::size_t removed = 0;   // tombstones
+    std::uint32_t capacity = 0;  // a power of two
+    std::uint32_t used = 0;      // live records
+    std::uint32_t removed = 0;   // tombstones
   };
+  static_assert(sizeof(shard) == 64, "a shard is one cache line");
   static constexpr std::size_t shard_count = 4096;
-  static constexpr std::size_t live_counters = 16384;
   static constexpr std::uintptr_t empty = 0, tombstone = 1;
 
-  shard& shard_of(std::uintptr_t addr) noexcept;
-  static std::size_t home(std::uintptr_t addr, std::size_t capacity) noexcept;
+  // One hash of the address picks the shard (its top 12 bits), the counter within it (the next
+  // 2) and the home slot (bits from 32 up).
+  static constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
+  static std::uint64_t hash(std::uintptr_t addr) noexcept { return (addr >> 8) * golden; }
+  static std::size_t shard_index(std::uint64_t h) noexcept {
+    static_assert(shard_count == 4096, "the shift below takes 12 bits");
+    return static_cast<std::size_t>(h >> 52);
+  }
+  static std::size_t counter_index(std::uint64_t h) noexcept {
+    static_assert(counters_per_shard == 4, "the mask below takes 2 bits");
+    return static_cast<std::size_t>(h >> 50) & 3;
+  }
+  static std::size_t home(std::uint64_t h, std::size_t capacity) noexcept {
+    return static_cast<std::size_t>(h >> 32) & (capacity - 1);
+  }
+  // Under the shard's lock: a plain load and store, as nothing else changes it.
+  static void count(shard& s, std::uint64_t h, int delta) noexcept {
+    std::atomic<std::uint32_t>& c = s.live[counter_index(h)];
+    c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint32_t>(delta),
+            std::memory_order_relaxed);
+  }
   // Rebuilds `s`'s table with room for one more record (strong guarantee).
   static void rebuild(shard& s);
-
-  static constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
-  std::atomic<std::uint32_t>& live_counter(std::uintptr_t addr) noexcept {
-    static_assert(live_counters == 16384, "the shift below takes 14 bits");
-    return live_[((addr >> 8) * golden) >> 50];
-  }
-  bool look_up(std::uintptr_t addr) noexcept;  // under the shard's lock
+  bool look_up(std::uintptr_t addr) noexcept;  // takes the shard's lock
 
   std::unique_ptr<shard[]> shards_;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> live_;  // live blocks per hash of the address
 };
 
 }  // namespace gpumem::detail

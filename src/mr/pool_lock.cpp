@@ -6,6 +6,7 @@
 #if defined(__linux__)
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -16,6 +17,9 @@ namespace {
 // Tries to take a lock held by another thread while that thread is likely still inside its short
 // critical section, before sleeping.
 constexpr int pool_lock_spins = 128;
+// The longest sleep before a sleeper looks at the lock again: what a missed wake (pool_lock.hpp)
+// costs at most.
+constexpr long pool_lock_sleep_ns = 200'000;
 
 inline void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,9 +31,10 @@ inline void relax() noexcept {
 
 void sleep_while(std::atomic<std::uint32_t>& state, std::uint32_t value) noexcept {
 #if defined(__linux__)
-  // Returns at once if the state is no longer `value` (EAGAIN), on a wake, or spuriously (EINTR):
-  // the caller looks again either way.
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAIT_PRIVATE, value, nullptr,
+  // Returns at once if the state is no longer `value` (EAGAIN), on a wake, after the bound, or
+  // spuriously (EINTR): the caller looks again either way.
+  timespec const bound{0, pool_lock_sleep_ns};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAIT_PRIVATE, value, &bound,
           nullptr, 0);
 #else
   (void)state;
@@ -49,24 +54,28 @@ void wake_one(std::atomic<std::uint32_t>& state) noexcept {
 
 }  // namespace
 
+bool pool_lock::try_take() noexcept {
+  std::uint32_t expected = 0;
+  return state_.load(std::memory_order_relaxed) == 0 &&
+         state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                        std::memory_order_relaxed);
+}
+
 void pool_lock::lock_contended() noexcept {
   for (int i = 0; i < pool_lock_spins; ++i) {
     relax();
-    std::uint32_t expected = 0;
-    if (state_.load(std::memory_order_relaxed) == 0 &&
-        state_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-      return;
+    if (try_take()) return;
   }
-  // Mark the lock as having sleepers (2) and sleep until it is found free; whoever takes it this
-  // way leaves it at 2, so its release wakes the next sleeper (at worst one wake too many).
-  while (state_.exchange(2, std::memory_order_acquire) != 0)
-    sleep_while(state_, 2);
+  // Counted as a sleeper before looking again (the read-modify-write orders the two), so that a
+  // release after that look sees the count and wakes a sleeper; one just before may not (see
+  // pool_lock.hpp): the sleep is bounded.
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  while (!try_take())
+    sleep_while(state_, 1);
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void pool_lock::unlock_contended() noexcept {
-  // The state was 2: there may be sleepers. Free it, then wake one of them.
-  state_.store(0, std::memory_order_release);
+void pool_lock::wake_sleeper() noexcept {
   wake_one(state_);
 }
 

@@ -1,15 +1,19 @@
 // The lock of a pool stream's arena and of a shard of the live large blocks (private to
 // src/mr/pool_*.cpp). Such a lock is almost never contended (one thread per stream is the common
-// case), so what counts is its uncontended cost: one compare-and-swap to take it and one atomic
-// decrement to release it, inline, about half a std::mutex's lock and unlock through pthreads (6.5
-// against 12.5 ns on the build machine's x86 host; a large allocate+free pair takes four). Under
-// contention it spins briefly (the arena's critical sections are short), then sleeps in the kernel
-// (a futex on Linux; elsewhere it yields), so threads sharing one stream do not burn their cores.
-// Meets the Lockable requirements (std::lock_guard, std::unique_lock, std::try_to_lock). Not
-// recursive; unlock() only by the holder.
+// case), so what counts is its uncontended cost: one compare-and-swap to take it and a plain store
+// to release it, inline (a large allocate+free pair takes four such locks; every atomic read-
+// modify-write left out of them is a few nanoseconds of the pair's 200-300 on the build machine's
+// x86 host). Under contention it spins briefly (the arena's critical sections are short), then
+// sleeps in the kernel (a futex on Linux; elsewhere it yields), so threads sharing one stream do
+// not burn their cores. Meets the Lockable requirements (std::lock_guard, std::unique_lock,
+// std::try_to_lock). Not recursive; unlock() only by the holder.
 //
-// States: 0 free, 1 held, 2 held with sleepers possible. Taking it from 0 sets 1; a waiter sets 2
-// before it sleeps, so that the release (which finds 2 where it expected 1) wakes one.
+// State: 0 free, 1 held; `sleepers_` counts the threads that sleep (or are about to) until it is
+// free. The release stores 0 and then reads `sleepers_`, waking one sleeper if there is any.
+// Without a fence between that store and that read (the fence would cost what the store saves), a
+// thread that counted itself as a sleeper just as the lock was released can miss its wake: every
+// sleep is therefore bounded (pool_lock.cpp), and a missed wake costs that sleeper at most one such
+// interval, never a hang.
 #pragma once
 
 #include <atomic>
@@ -55,7 +59,8 @@ class pool_lock {
   }
   void unlock() noexcept {
     annotate(pre_unlock);
-    if (state_.fetch_sub(1, std::memory_order_release) != 1) unlock_contended();
+    state_.store(0, std::memory_order_release);
+    if (sleepers_.load(std::memory_order_relaxed) != 0) wake_sleeper();
     annotate(post_unlock);
   }
 
@@ -109,10 +114,12 @@ class pool_lock {
 #endif
   }
 
+  bool try_take() noexcept;  // a compare-and-swap, after a look that finds it free
   void lock_contended() noexcept;
-  void unlock_contended() noexcept;
+  void wake_sleeper() noexcept;
 
   std::atomic<std::uint32_t> state_{0};
+  std::atomic<std::uint32_t> sleepers_{0};
 };
 
 }  // namespace gpumem::detail
