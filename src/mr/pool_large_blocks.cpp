@@ -32,28 +32,41 @@ void pool_large_blocks::rebuild(shard& s) {
   s.removed = 0;
 }
 
+pool_large_blocks::slot* pool_large_blocks::find(shard& s, std::uint64_t h,
+                                                 std::uintptr_t addr) noexcept {
+  if (s.used == 0) return nullptr;
+  std::size_t const mask = s.capacity - 1;
+  for (std::size_t at = home(h, s.capacity);; at = (at + 1) & mask) {
+    slot& candidate = s.slots[at];
+    if (candidate.key == addr) return &candidate;
+    if (candidate.key == empty) return nullptr;
+  }
+}
+
 void pool_large_blocks::insert(std::uintptr_t addr, block b) {
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);
+  if (s.first.key == addr) {
+    s.first.value = b;
+    return;
+  }
+  if (slot* const known = find(s, h, addr)) {
+    known->value = b;
+    return;
+  }
+  if (s.first.key == empty) {
+    s.first = {addr, b};
+    count(s, h, +1);
+    return;
+  }
   // At most half the slots in use (live or removed): probes stay short.
   if ((std::size_t{s.used} + s.removed + 1) * 2 > s.capacity) rebuild(s);
   std::size_t const mask = s.capacity - 1;
   std::size_t at = home(h, s.capacity);
-  std::size_t reuse = s.capacity;  // the first tombstone on the way
-  for (;; at = (at + 1) & mask) {
-    slot& candidate = s.slots[at];
-    if (candidate.key == addr) {
-      candidate.value = b;
-      return;
-    }
-    if (candidate.key == tombstone && reuse == s.capacity) reuse = at;
-    if (candidate.key == empty) break;
-  }
-  if (reuse != s.capacity) {
-    at = reuse;
-    --s.removed;
-  }
+  while (s.slots[at].key != empty && s.slots[at].key != tombstone)
+    at = (at + 1) & mask;
+  if (s.slots[at].key == tombstone) --s.removed;
   s.slots[at] = {addr, b};
   ++s.used;
   count(s, h, +1);
@@ -64,33 +77,26 @@ pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::s
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);
-  if (s.capacity == 0) return outcome::not_live;
-  std::size_t const mask = s.capacity - 1;
-  for (std::size_t at = home(h, s.capacity);; at = (at + 1) & mask) {
-    slot& candidate = s.slots[at];
-    if (candidate.key == empty) return outcome::not_live;
-    if (candidate.key != addr) continue;
-    if (candidate.value.size != size) return outcome::wrong_size;
-    chunk = candidate.value.chunk;
-    candidate.key = tombstone;
+  slot* const found = s.first.key == addr ? &s.first : find(s, h, addr);
+  if (found == nullptr) return outcome::not_live;
+  if (found->value.size != size) return outcome::wrong_size;
+  chunk = found->value.chunk;
+  if (found == &s.first) {
+    s.first.key = empty;
+  } else {
+    found->key = tombstone;
     --s.used;
     ++s.removed;
-    count(s, h, -1);
-    return outcome::removed;
   }
+  count(s, h, -1);
+  return outcome::removed;
 }
 
 bool pool_large_blocks::look_up(std::uintptr_t addr) noexcept {
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);
-  if (s.capacity == 0) return false;
-  std::size_t const mask = s.capacity - 1;
-  for (std::size_t at = home(h, s.capacity);; at = (at + 1) & mask) {
-    std::uintptr_t const key = s.slots[at].key;
-    if (key == empty) return false;
-    if (key == addr) return true;
-  }
+  return s.first.key == addr || find(s, h, addr) != nullptr;
 }
 
 }  // namespace gpumem::detail

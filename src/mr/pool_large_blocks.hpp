@@ -3,9 +3,11 @@
 // without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
 // never allocated here) or with the wrong size is caught instead of corrupting the pool.
 //
-// 4096 shards, each an open-addressing table (linear probing, tombstones) under its own lock: no
-// allocation per block, one probe or two per operation. A block's shard is picked by a hash of its
-// address, so that the blocks of threads on separate streams spread over all shards and rarely
+// 4096 shards, each under its own lock, with one record on the shard's own cache line and an open-
+// addressing table (linear probing, tombstones) for the others: no allocation per block, and with
+// fewer live blocks than shards mostly no cache line touched but the shard's (a table probe is one
+// line more, and the line of a hashed shard is seldom warm). A block's shard is picked by a hash of
+// its address, so that the blocks of threads on separate streams spread over all shards and rarely
 // meet (with 256 shards of 64 MiB regions, 16 threads on 1-64 MiB blocks met there often enough to
 // cost each thread a third of its time on a 16-core host).
 //
@@ -13,6 +15,8 @@
 // that such a free of a live large block (a wrong size) is still caught, each shard also keeps a
 // count of its live blocks per hash of their address (four counters per shard, 16384 in all, read
 // without a lock): a cached-size free looks the table up only when its address's count is not 0.
+// A counter that reaches its maximum (65535 live blocks behind one counter) stays there: frees of
+// its addresses then always look the table up, which is slower but never wrong.
 // The counters share the shard's cache line and lock, so keeping them costs a large block's
 // allocation and free no atomic read-modify-write and no other line.
 #pragma once
@@ -23,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -63,10 +68,11 @@ class pool_large_blocks {
   struct alignas(64) shard {
     pool_lock mutex;
     // Live blocks per counter_index of their address's hash: changed under `mutex`, read without.
-    std::atomic<std::uint32_t> live[counters_per_shard] = {};
+    std::atomic<std::uint16_t> live[counters_per_shard] = {};
+    slot first{empty, {}};  // a record outside the table (key empty when there is none)
     std::unique_ptr<slot[]> slots;
     std::uint32_t capacity = 0;  // a power of two
-    std::uint32_t used = 0;      // live records
+    std::uint32_t used = 0;      // live records in the table
     std::uint32_t removed = 0;   // tombstones
   };
   static_assert(sizeof(shard) == 64, "a shard is one cache line");
@@ -88,14 +94,18 @@ class pool_large_blocks {
   static std::size_t home(std::uint64_t h, std::size_t capacity) noexcept {
     return static_cast<std::size_t>(h >> 32) & (capacity - 1);
   }
-  // Under the shard's lock: a plain load and store, as nothing else changes it.
+  // Under the shard's lock: a plain load and store, as nothing else changes it. Saturates (see the
+  // file comment).
   static void count(shard& s, std::uint64_t h, int delta) noexcept {
-    std::atomic<std::uint32_t>& c = s.live[counter_index(h)];
-    c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint32_t>(delta),
-            std::memory_order_relaxed);
+    std::atomic<std::uint16_t>& c = s.live[counter_index(h)];
+    std::uint16_t const now = c.load(std::memory_order_relaxed);
+    if (now == std::numeric_limits<std::uint16_t>::max()) return;
+    c.store(static_cast<std::uint16_t>(now + delta), std::memory_order_relaxed);
   }
   // Rebuilds `s`'s table with room for one more record (strong guarantee).
   static void rebuild(shard& s);
+  // The table's slot holding `addr` (null if none), under the shard's lock.
+  static slot* find(shard& s, std::uint64_t h, std::uintptr_t addr) noexcept;
   bool look_up(std::uintptr_t addr) noexcept;  // takes the shard's lock
 
   std::unique_ptr<shard[]> shards_;
