@@ -74,6 +74,9 @@ void pool_large_blocks::insert(std::uintptr_t addr, block b) {
 
 pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::size_t size,
                                                      pool_chunk*& chunk) noexcept {
+  // The keys empty and removed are no block's address, but a foreign pointer may be either: it
+  // would match the empty record on the shard's line or a tombstone, with its stale size.
+  if (addr <= tombstone) return outcome::not_live;
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);
@@ -93,6 +96,7 @@ pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::s
 }
 
 bool pool_large_blocks::look_up(std::uintptr_t addr) noexcept {
+  if (addr <= tombstone) return false;  // as in remove()
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);

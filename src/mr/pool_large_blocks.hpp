@@ -61,7 +61,9 @@ class pool_large_blocks {
 
  private:
   struct slot {
-    std::uintptr_t key;  // 0: empty, 1: removed (blocks are 256-byte aligned, never 0 or 1)
+    // 0: empty, 1: removed (blocks are 256-byte aligned, never 0 or 1; remove() and look_up()
+    // refuse those two addresses, which a foreign pointer may be, before they meet a key)
+    std::uintptr_t key;
     block value;
   };
   static constexpr std::size_t counters_per_shard = 4;

@@ -86,5 +86,60 @@ TEST(pool_large_blocks, threads_insert_and_remove_their_own_blocks_at_once) {
     EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
+// Addresses of blocks that share shard 0 and its counter 0 with every address below 256 (whose
+// hash is 0), and whose home slot in a table of 16 is slot 0 when `home_zero`: the table's hash
+// (pool_large_blocks.hpp) written out, so that the records below land where the test needs them.
+std::vector<std::uintptr_t> blocks_beside_null(std::size_t count, bool home_zero) {
+  constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
+  std::vector<std::uintptr_t> found;
+  for (std::uint64_t k = 1; found.size() < count; ++k) {
+    std::uint64_t const h = k * golden;
+    if ((h >> 50) == 0 && (!home_zero || ((h >> 32) & 15) == 0))
+      found.push_back(static_cast<std::uintptr_t>(k << 8));
+  }
+  return found;
+}
+
+// The keys 0 (no record on the shard's line) and 1 (a removed record in its table) are not
+// addresses of blocks, but a foreign pointer may be either (deallocate((void*)1, n) reaches
+// remove()): it is not live, and a free of it changes nothing.
+TEST(pool_large_blocks, the_empty_record_on_a_shards_line_is_not_a_block_at_address_0) {
+  pool_large_blocks table;
+  pool_chunk chunk;
+  std::vector<std::uintptr_t> const at = blocks_beside_null(2, false);
+  table.insert(at[0], {4096, &chunk});  // on the shard's line
+  table.insert(at[1], {8192, &chunk});  // in its table
+  pool_chunk* found = nullptr;
+  ASSERT_EQ(table.remove(at[0], 4096, found), pool_large_blocks::outcome::removed);
+  EXPECT_FALSE(table.live(0));
+  found = nullptr;
+  EXPECT_EQ(table.remove(0, 4096, found), pool_large_blocks::outcome::not_live);
+  EXPECT_EQ(found, nullptr);
+  EXPECT_TRUE(table.live(at[1]));  // its counter is still 1
+  EXPECT_EQ(table.remove(at[1], 8192, found), pool_large_blocks::outcome::removed);
+}
+
+TEST(pool_large_blocks, a_removed_record_in_a_table_is_not_a_block_at_address_1) {
+  pool_large_blocks table;
+  pool_chunk chunk;
+  std::vector<std::uintptr_t> const home = blocks_beside_null(1, true);
+  std::vector<std::uintptr_t> const other = blocks_beside_null(3, false);
+  std::uintptr_t const a = other[0] == home[0] ? other[2] : other[0];
+  std::uintptr_t const c = other[1] == home[0] ? other[2] : other[1];
+  table.insert(a, {4096, &chunk});        // on the shard's line
+  table.insert(home[0], {8192, &chunk});  // its table's slot 0, where address 1's probe starts
+  table.insert(c, {16384, &chunk});       // in its table too
+  pool_chunk* found = nullptr;
+  ASSERT_EQ(table.remove(home[0], 8192, found), pool_large_blocks::outcome::removed);
+  EXPECT_FALSE(table.live(1));
+  found = nullptr;
+  EXPECT_EQ(table.remove(1, 8192, found), pool_large_blocks::outcome::not_live);
+  EXPECT_EQ(found, nullptr);
+  EXPECT_TRUE(table.live(a));
+  EXPECT_TRUE(table.live(c));
+  EXPECT_EQ(table.remove(c, 16384, found), pool_large_blocks::outcome::removed);
+  EXPECT_EQ(table.remove(a, 4096, found), pool_large_blocks::outcome::removed);
+}
+
 }  // namespace
 }  // namespace gpumem::detail
