@@ -66,9 +66,9 @@ void pool_lock::lock_contended() noexcept {
     relax();
     if (try_take()) return;
   }
-  // Counted as a sleeper before looking again (the read-modify-write orders the two), so that a
-  // release after that look sees the count and wakes a sleeper; one just before may not (see
-  // pool_lock.hpp): the sleep is bounded.
+  // Counted as a sleeper before looking again (the read-modify-write orders the two), so that most
+  // releases after that look see the count and wake a sleeper; a release whose store is not yet
+  // visible to others when it reads the count may not (pool_lock.hpp): the sleep is bounded.
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   while (!try_take())
     sleep_while(state_, 1);
