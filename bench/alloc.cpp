@@ -13,15 +13,17 @@
 // of bench/python_alloc.py, a 4-layer Transformer encoder whose batch, 8-64, and sequence length,
 // 32-512, change every step; PyTorch's main thread allocates, its autograd thread frees most of
 // the activations). Every allocator is warmed up by one untimed pass of the same trace (cudaMalloc
-// has no cache), then timed over --reps passes (default 3); the median pass is reported, so that
-// one pass slowed by the machine (a descheduled thread, a clock change) moves no figure.
+// has no cache), then timed over --reps passes (default 5), and more (up to 101) while the timed
+// passes add up to less than --min-time seconds (default 0.1); the median pass is reported, so
+// that passes slowed by the machine (a descheduled thread, a clock change, a burst of other work
+// on the host, which a pass of a few milliseconds can meet whole) move no figure.
 // cudaMalloc and the other slow ones run shortened traces; the time is per pair either way.
 //
 // Memory held: gpumem's pools report their peak; for the others, the device memory in use after
 // the timed passes (caching allocators keep what they took) less what was in use before.
 //
 //   bench_alloc [--quick | --full] [--pool-only] [--only TRACE] [--log PATH] [--reps N]
-//               [--wait-across-streams] [--query-other-streams] [--held-target X]
+//               [--min-time S] [--wait-across-streams] [--query-other-streams] [--held-target X]
 //               [--max-cached-size BYTES]
 //     GPUMEM_DEVICE=cuda|host (host: a scaled-down smoke run unless --full); --pool-only skips the
 //     competitors and --only runs one trace (replay: both replays), for quick experiments; --log
@@ -116,6 +118,17 @@ std::size_t pools_cached_limit() {
              : 0;
 }
 
+// Whether a measurement whose timed runs took `runs` seconds so far takes another: at least
+// --reps runs, then more while they add up to less than --min-time seconds, up to max_timed_runs.
+constexpr std::size_t max_timed_runs = 101;
+bool another_run(std::vector<double> const& runs) {
+  if (runs.size() < static_cast<std::size_t>(args.repetitions)) return true;
+  double total = 0;
+  for (double r : runs)
+    total += r;
+  return total < args.min_time && runs.size() < max_timed_runs;
+}
+
 result measure(competitor const& c, case_spec const& spec, int threads) {
   std::vector<trace> traces;
   std::vector<stream_handle> streams;
@@ -149,7 +162,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
       std::vector<double> runs;
       std::uint64_t events = 0;
       std::uint64_t upstream_calls = 0;
-      for (int rep = 0; rep < args.repetitions; ++rep) {
+      for (int rep = 0; another_run(runs); ++rep) {
         pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
         double const upstream_before = pools_upstream->seconds();
         std::vector<double> own;
@@ -161,22 +174,26 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
         events += s.events_recorded - before.events_recorded;
         upstream_calls += s.upstream_allocations - before.upstream_allocations +
                           s.upstream_deallocations - before.upstream_deallocations;
-        report_pool_run(pool_run{c.name + " " + spec.name + "/" + std::to_string(threads) +
-                                     " threads, run " + std::to_string(rep + 1),
-                                 before, s, (pools_upstream->seconds() - upstream_before) * 1e3,
-                                 pairs, peaks, std::move(own), runs.back()});
+        if (rep < args.repetitions)  // the first runs' lines; the rest are alike
+          report_pool_run(pool_run{c.name + " " + spec.name + "/" + std::to_string(threads) +
+                                       " threads, run " + std::to_string(rep + 1),
+                                   before, s, (pools_upstream->seconds() - upstream_before) * 1e3,
+                                   pairs, peaks, std::move(own), runs.back()});
       }
+      if (pool != nullptr && runs.size() > static_cast<std::size_t>(args.repetitions))
+        std::fprintf(stderr, "%s %s/%d threads: %zu timed runs in all\n", c.name.c_str(),
+                     spec.name.c_str(), threads, runs.size());
+      auto const timed_runs = static_cast<double>(runs.size());
       std::sort(runs.begin(), runs.end());
       seconds = runs[runs.size() / 2];
       std::size_t const held =
           pool != nullptr ? pool->statistics().peak_held_bytes
                           : device_bytes_in_use() - std::min(device_bytes_in_use(), in_use_before);
       out.held = static_cast<double>(held) / static_cast<double>(peaks);
-      if (pool != nullptr)
-        out.upstream_calls = static_cast<double>(upstream_calls) / args.repetitions;
+      if (pool != nullptr) out.upstream_calls = static_cast<double>(upstream_calls) / timed_runs;
       if (pool != nullptr && large_frees > 0)
         out.events_per_large =
-            static_cast<double>(events) / static_cast<double>(large_frees * args.repetitions);
+            static_cast<double>(events) / (static_cast<double>(large_frees) * timed_runs);
     } catch (out_of_memory const& e) {
       std::fprintf(stderr, "%s, %s, %d threads: %s\n", c.name.c_str(), spec.name.c_str(), threads,
                    e.what());
@@ -214,11 +231,13 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
                             static_cast<double>(cold.peak_live_bytes);
       std::vector<double> runs;  // ns per pair of each warm replay
       pool_statistics const before = pool != nullptr ? pool->statistics() : pool_statistics{};
-      int const warm_runs = c.warm_up ? args.repetitions : 1;
-      for (int rep = 0; rep < warm_runs; ++rep) {
+      std::vector<double> seconds;  // of each warm replay
+      do {
         replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
         runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
-      }
+        seconds.push_back(warm.seconds);
+      } while (c.warm_up && another_run(seconds));
+      auto const warm_runs = static_cast<double>(runs.size());
       if (pool != nullptr) {
         pool_statistics const after = pool->statistics();
         out.warm_fragmentation =
@@ -324,9 +343,9 @@ int run(int argc, char** argv) {
   int const repetitions = args.repetitions;
   bool const cuda = backend().kind() == backend_kind::cuda;
   std::printf(
-      "bench_alloc: ns per allocate+free pair (host time, median of %d runs), ratio = competitor "
-      "/ gpumem\n",
-      repetitions);
+      "bench_alloc: ns per allocate+free pair (host time, median of %d runs or more, until they "
+      "add up to %.2f s), ratio = competitor / gpumem\n",
+      repetitions, args.min_time);
   std::printf("device: %s%s\n", device_line().c_str(),
               quick ? "  [quick: scaled-down smoke run]" : "");
   std::printf("PyTorch: %s\nRMM: %s\n", torch_status().c_str(), rmm_status().c_str());

@@ -22,6 +22,9 @@ struct alloc_args {
   // The logs replayed: (row name, path); --log PATH replays that one instead.
   std::vector<std::pair<std::string, std::string>> logs;
   int repetitions = 5;  // --reps N: timed runs per measurement (after the warm-up), median reported
+  // --min-time S: more timed runs (up to max_timed_runs) while those of a measurement add up to
+  // less than S seconds, so that a short run's median is not one burst of the host's other work.
+  double min_time = 0.1;
   bool wait_across_streams = false;  // the chunked pool's pool_options::wait_across_streams
   bool query_other_streams = false;  // both pools' pool_options::query_other_streams
   double held_target = pool_options{}.held_target;               // the expandable pool's
@@ -65,6 +68,9 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
       a.logs = {{"replay", argv[++i]}};
     else if (std::strcmp(argv[i], "--reps") == 0 && has_value && std::atoi(argv[i + 1]) > 0)
       a.repetitions = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--min-time") == 0 && has_value &&
+             std::atof(argv[i + 1]) >= 0.0 && std::atof(argv[i + 1]) <= 60.0)
+      a.min_time = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--wait-across-streams") == 0)
       a.wait_across_streams = true;
     else if (std::strcmp(argv[i], "--query-other-streams") == 0)
@@ -83,13 +89,16 @@ inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_a
     else {
       std::fprintf(stderr,
                    "usage: bench_alloc [--quick | --full] [--pool-only] [--only small|mixed|large|"
-                   "training|inference|replay] [--log PATH] [--reps N] [--wait-across-streams] "
+                   "training|inference|replay] [--log PATH] [--reps N] [--min-time S] "
+                   "[--wait-across-streams] "
                    "[--query-other-streams] [--held-target X] [--max-cached-size BYTES] "
                    "[--threads N,...] [--persistent-threads]\n"
                    "  --quick: scaled-down smoke run (the default without a GPU); --full: the "
                    "full run anywhere\n"
                    "  --pool-only: gpumem's pools alone, no competitors\n"
                    "  --reps N: timed runs per measurement, median reported (default 5)\n"
+                   "  --min-time S: more runs, up to 101, while a measurement's timed runs add up "
+                   "to less than S seconds (default 0.1; 0 to 60)\n"
                    "  --wait-across-streams: the chunked pool with "
                    "pool_options::wait_across_streams\n"
                    "  --query-other-streams: both pools with pool_options::query_other_streams\n"
