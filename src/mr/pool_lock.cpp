@@ -1,6 +1,7 @@
 // The contended paths of pool_lock (see pool_lock.hpp).
 #include "pool_lock.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #if defined(__linux__)
@@ -17,9 +18,11 @@ namespace {
 // Tries to take a lock held by another thread while that thread is likely still inside its short
 // critical section, before sleeping.
 constexpr int pool_lock_spins = 128;
-// The longest sleep before a sleeper looks at the lock again: what a missed wake (pool_lock.hpp)
-// costs at most.
-constexpr long pool_lock_sleep_ns = 200'000;
+// How long a sleeper sleeps before it looks at the lock again, wake or no wake: at first (what a
+// missed wake, pool_lock.hpp, costs most sleepers), then twice as long each time it finds the lock
+// still held, up to the most (so that many threads waiting on a long holder do not keep waking).
+constexpr long pool_lock_first_sleep_ns = 200'000;
+constexpr long pool_lock_longest_sleep_ns = 3'200'000;
 
 inline void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -29,16 +32,17 @@ inline void relax() noexcept {
 #endif
 }
 
-void sleep_while(std::atomic<std::uint32_t>& state, std::uint32_t value) noexcept {
+void sleep_while(std::atomic<std::uint32_t>& state, std::uint32_t value, long ns) noexcept {
 #if defined(__linux__)
-  // Returns at once if the state is no longer `value` (EAGAIN), on a wake, after the bound, or
+  // Returns at once if the state is no longer `value` (EAGAIN), on a wake, after `ns`, or
   // spuriously (EINTR): the caller looks again either way.
-  timespec const bound{0, pool_lock_sleep_ns};
+  timespec const bound{0, ns};
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&state), FUTEX_WAIT_PRIVATE, value, &bound,
           nullptr, 0);
 #else
   (void)state;
   (void)value;
+  (void)ns;
   std::this_thread::yield();
 #endif
 }
@@ -70,8 +74,9 @@ void pool_lock::lock_contended() noexcept {
   // releases after that look see the count and wake a sleeper; a release whose store is not yet
   // visible to others when it reads the count may not (pool_lock.hpp): the sleep is bounded.
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
-  while (!try_take())
-    sleep_while(state_, 1);
+  for (long sleep_ns = pool_lock_first_sleep_ns; !try_take();
+       sleep_ns = std::min(2 * sleep_ns, pool_lock_longest_sleep_ns))
+    sleep_while(state_, 1, sleep_ns);
   sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 

@@ -12,11 +12,12 @@
 // free. The release stores 0 and then reads `sleepers_`, waking one sleeper if there is any.
 // Without a fence between that store and that read (the fence would cost what the store saves), a
 // thread that counted itself as a sleeper just as the lock was released can miss its wake: every
-// sleep is therefore bounded (pool_lock.cpp), and a missed wake costs that sleeper at most one such
-// interval, never a hang. The release reads `sleepers_` after the store that frees the lock: a
-// pool_lock must not be destroyed while a thread may still be in unlock() (unlike std::mutex,
-// which one may destroy as soon as it can be locked again). The pool destroys a stream's arena,
-// and the table its shards, only when no thread uses them.
+// sleep is therefore bounded (0.2 ms, then longer while the lock stays held, up to 3.2 ms:
+// pool_lock.cpp), and a missed wake costs that sleeper at most one such interval, never a hang. The
+// release reads `sleepers_` after the store that frees the lock: a pool_lock must not be destroyed
+// while a thread may still be in unlock() (unlike std::mutex, which one may destroy as soon as it
+// can be locked again). The pool destroys a stream's arena, and the table its shards, only when no
+// thread uses them.
 #pragma once
 
 #include <atomic>
