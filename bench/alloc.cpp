@@ -13,10 +13,9 @@
 // of bench/python_alloc.py, a 4-layer Transformer encoder whose batch, 8-64, and sequence length,
 // 32-512, change every step; PyTorch's main thread allocates, its autograd thread frees most of
 // the activations). Every allocator is warmed up by one untimed pass of the same trace (cudaMalloc
-// has no cache), then timed over --reps passes (default 5), and more (up to 101) while the timed
-// passes add up to less than --min-time seconds (default 0.1); the median pass is reported, so
-// that passes slowed by the machine (a descheduled thread, a clock change, a burst of other work
-// on the host, which a pass of a few milliseconds can meet whole) move no figure.
+// has no cache), then timed over --reps passes (default 5), and more (up to 101) while they add
+// up to less than --min-time seconds (default 0.1); the median pass is reported, so that passes
+// slowed by the machine (a descheduled thread, a burst of the host's other work) move no figure.
 // cudaMalloc and the other slow ones run shortened traces; the time is per pair either way.
 //
 // Memory held: gpumem's pools report their peak; for the others, the device memory in use after
@@ -118,17 +117,6 @@ std::size_t pools_cached_limit() {
              : 0;
 }
 
-// Whether a measurement whose timed runs took `runs` seconds so far takes another: at least
-// --reps runs, then more while they add up to less than --min-time seconds, up to max_timed_runs.
-constexpr std::size_t max_timed_runs = 101;
-bool another_run(std::vector<double> const& runs) {
-  if (runs.size() < static_cast<std::size_t>(args.repetitions)) return true;
-  double total = 0;
-  for (double r : runs)
-    total += r;
-  return total < args.min_time && runs.size() < max_timed_runs;
-}
-
 result measure(competitor const& c, case_spec const& spec, int threads) {
   std::vector<trace> traces;
   std::vector<stream_handle> streams;
@@ -162,7 +150,7 @@ result measure(competitor const& c, case_spec const& spec, int threads) {
       std::vector<double> runs;
       std::uint64_t events = 0;
       std::uint64_t upstream_calls = 0;
-      for (int rep = 0; another_run(runs); ++rep) {
+      for (int rep = 0; another_timed_run(args, runs); ++rep) {
         pool_statistics const before = pool ? pool->statistics() : pool_statistics{};
         double const upstream_before = pools_upstream->seconds();
         std::vector<double> own;
@@ -231,12 +219,13 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
                             static_cast<double>(cold.peak_live_bytes);
       std::vector<double> runs;  // ns per pair of each warm replay
       pool_statistics const before = pool != nullptr ? pool->statistics() : pool_statistics{};
-      std::vector<double> seconds;  // of each warm replay
+      std::vector<double>
+          seconds;  // of each warm replay (its allocations may differ: one can fail)
       do {
         replay_result const warm = c.warm_up ? replay(events, *mr, options) : cold;
         runs.push_back(warm.seconds * 1e9 / static_cast<double>(warm.allocations));
         seconds.push_back(warm.seconds);
-      } while (c.warm_up && another_run(seconds));
+      } while (c.warm_up && another_timed_run(args, seconds));
       auto const warm_runs = static_cast<double>(runs.size());
       if (pool != nullptr) {
         pool_statistics const after = pool->statistics();

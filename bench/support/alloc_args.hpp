@@ -50,6 +50,17 @@ inline std::optional<std::vector<int>> parse_thread_counts(char const* text) {
   return counts;
 }
 
+// Whether a measurement whose timed runs took `runs` seconds so far takes another: at least
+// --reps runs, then more while they add up to less than --min-time seconds, up to max_timed_runs.
+inline constexpr std::size_t max_timed_runs = 101;
+inline bool another_timed_run(alloc_args const& a, std::vector<double> const& runs) {
+  if (runs.size() < static_cast<std::size_t>(a.repetitions)) return true;
+  double total = 0;
+  for (double r : runs)
+    total += r;
+  return total < a.min_time && runs.size() < max_timed_runs;
+}
+
 // Parses argv over `defaults`; prints the usage to stderr and returns nothing on an unknown or
 // malformed argument.
 inline std::optional<alloc_args> parse_alloc_args(int argc, char** argv, alloc_args defaults) {

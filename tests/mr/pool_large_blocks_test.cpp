@@ -103,6 +103,13 @@ std::vector<std::uintptr_t> blocks_beside_null(std::size_t count, bool home_zero
 // The keys 0 (no record on the shard's line) and 1 (a removed record in its table) are not
 // addresses of blocks, but a foreign pointer may be either (deallocate((void*)1, n) reaches
 // remove()): it is not live, and a free of it changes nothing.
+void expect_no_block_at(pool_large_blocks& table, std::uintptr_t key, std::size_t size) {
+  EXPECT_FALSE(table.live(key));
+  pool_chunk* found = nullptr;
+  EXPECT_EQ(table.remove(key, size, found), pool_large_blocks::outcome::not_live);
+  EXPECT_EQ(found, nullptr);
+}
+
 TEST(pool_large_blocks, the_empty_record_on_a_shards_line_is_not_a_block_at_address_0) {
   pool_large_blocks table;
   pool_chunk chunk;
@@ -111,10 +118,7 @@ TEST(pool_large_blocks, the_empty_record_on_a_shards_line_is_not_a_block_at_addr
   table.insert(at[1], {8192, &chunk});  // in its table
   pool_chunk* found = nullptr;
   ASSERT_EQ(table.remove(at[0], 4096, found), pool_large_blocks::outcome::removed);
-  EXPECT_FALSE(table.live(0));
-  found = nullptr;
-  EXPECT_EQ(table.remove(0, 4096, found), pool_large_blocks::outcome::not_live);
-  EXPECT_EQ(found, nullptr);
+  expect_no_block_at(table, 0, 4096);
   EXPECT_TRUE(table.live(at[1]));  // its counter is still 1
   EXPECT_EQ(table.remove(at[1], 8192, found), pool_large_blocks::outcome::removed);
 }
@@ -131,10 +135,7 @@ TEST(pool_large_blocks, a_removed_record_in_a_table_is_not_a_block_at_address_1)
   table.insert(c, {16384, &chunk});       // in its table too
   pool_chunk* found = nullptr;
   ASSERT_EQ(table.remove(home[0], 8192, found), pool_large_blocks::outcome::removed);
-  EXPECT_FALSE(table.live(1));
-  found = nullptr;
-  EXPECT_EQ(table.remove(1, 8192, found), pool_large_blocks::outcome::not_live);
-  EXPECT_EQ(found, nullptr);
+  expect_no_block_at(table, 1, 8192);
   EXPECT_TRUE(table.live(a));
   EXPECT_TRUE(table.live(c));
   EXPECT_EQ(table.remove(c, 16384, found), pool_large_blocks::outcome::removed);
