@@ -58,6 +58,12 @@ class pool_large_blocks {
     return shards_[shard_index(h)].live[counter_index(h)].load(std::memory_order_relaxed) != 0 &&
            look_up(addr);
   }
+  // Which of the 16384 live counters a block at `addr` counts in (shard × 4 + counter): for tests
+  // that need many blocks behind one counter.
+  static std::size_t counter_of(std::uintptr_t addr) noexcept {
+    std::uint64_t const h = hash(addr);
+    return shard_index(h) * counters_per_shard + counter_index(h);
+  }
 
  private:
   struct slot {

@@ -1,7 +1,7 @@
 // The table of live large blocks (src/mr/pool_large_blocks.hpp, private to the pool, compiled into
 // this test): records kept on a shard's own line and in its table alike, a double free or a wrong
-// size refused, replacement at one address, the lock-free liveness hint, and threads that insert
-// and remove at once.
+// size refused, replacement at one address, the lock-free liveness hint (with a saturated counter
+// too), and threads that insert and remove at once.
 #include "pool_large_blocks.hpp"
 
 #include <gtest/gtest.h>
@@ -45,6 +45,47 @@ TEST(pool_large_blocks, removes_each_block_once_with_its_size) {
   }
   for (std::size_t i = 0; i < blocks; ++i)
     ASSERT_FALSE(table.live(base + i * 256)) << i;
+}
+
+TEST(pool_large_blocks, a_counter_that_saturates_never_hides_a_live_block) {
+  // One live block more behind one counter than it can count (65535): it stays at its maximum
+  // (a counter that wrapped to 0 would say that none is live), so that live() keeps looking the
+  // table up for them, while some are removed and after all are.
+  // Addresses a Fibonacci number of 256-byte units apart hash close together (the hash multiplies
+  // by 2^64 / golden ratio): most of them share a counter, each with its own home slot.
+  constexpr std::uintptr_t stride = 1836311903;
+  constexpr std::size_t wanted = 65536;
+  std::size_t const counter = pool_large_blocks::counter_of(base);
+  std::vector<std::uintptr_t> blocks;
+  std::uintptr_t stranger = 0;  // behind the same counter, never inserted
+  for (std::uintptr_t x = base >> 8; blocks.size() < wanted && x < (base >> 8) + 200000 * stride;
+       x += stride) {
+    std::uintptr_t const addr = x << 8;
+    if (pool_large_blocks::counter_of(addr) != counter) continue;
+    if (stranger == 0 && addr != base)
+      stranger = addr;
+    else
+      blocks.push_back(addr);
+  }
+  ASSERT_EQ(blocks.size(), wanted) << "the stride no longer keeps addresses on one counter";
+  pool_large_blocks table;
+  pool_chunk chunk;
+  for (std::uintptr_t addr : blocks)
+    table.insert(addr, {4096, &chunk});
+  for (std::uintptr_t addr : blocks)
+    ASSERT_TRUE(table.live(addr)) << addr;
+  EXPECT_FALSE(table.live(stranger));
+  pool_chunk* found = nullptr;
+  for (std::size_t i = 0; i < 200; ++i)
+    ASSERT_EQ(table.remove(blocks[i], 4096, found), pool_large_blocks::outcome::removed) << i;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    ASSERT_EQ(table.live(blocks[i]), i >= 200) << i;
+  for (std::size_t i = 200; i < blocks.size(); ++i)
+    ASSERT_EQ(table.remove(blocks[i], 4096, found), pool_large_blocks::outcome::removed) << i;
+  for (std::uintptr_t addr : blocks) {
+    ASSERT_FALSE(table.live(addr)) << addr;
+    ASSERT_EQ(table.remove(addr, 4096, found), pool_large_blocks::outcome::not_live) << addr;
+  }
 }
 
 TEST(pool_large_blocks, a_second_insert_at_an_address_replaces_the_record) {
