@@ -50,7 +50,7 @@ void pool_state::refill(pool_thread_cache& cache, unsigned cls) {
 
 void pool_state::fence_as_wanted(pool_stream& s) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++lock_acquisitions_;
+  ++counts_.lock_acquisitions;
   fence_or_warn_locked(s, 0);  // clears the flag
 }
 
@@ -107,7 +107,7 @@ std::uint32_t pool_state::carve_own_held(pool_thread_cache& cache, unsigned cls,
 
 std::uint32_t pool_state::carve_batch(pool_thread_cache& cache, unsigned cls, std::uint32_t want) {
   std::unique_lock<std::mutex> lock(mutex_);
-  ++lock_acquisitions_;
+  ++counts_.lock_acquisitions;
   pool_bin& bin = cache.bins[cls];
   pool_stream& s = *cache.stream;
   std::size_t const size = pool_class_size(cls);
@@ -160,7 +160,7 @@ void pool_state::overflow(pool_thread_cache& cache, unsigned cls) noexcept {
     // No memory for the list: hand the blocks to the extents instead; those that cannot go there
     // either stay in the bin, but one slot must come free for the block being freed.
     std::lock_guard<std::mutex> lock(mutex_);
-    ++lock_acquisitions_;
+    ++counts_.lock_acquisitions;
     std::uint32_t moved = 0;
     while (moved < move && give_back_locked(bin.slots[bin.count - 1], size, s)) {
       --bin.count;
@@ -235,10 +235,10 @@ void pool_state::detach_cache_locked(pool_thread_cache& cache) noexcept {
   for (unsigned c = 0; c < cache.num_classes; ++c)
     for (pool_bin& bin = cache.bins[c]; bin.count > 0; --bin.count)
       note_lost(reinterpret_cast<std::uintptr_t>(bin.slots[bin.count - 1]), pool_class_size(c));
-  retired_live_ += cache.counters.live_bytes.load();
-  retired_requested_ += cache.counters.requested_bytes.load();
-  retired_allocations_ += cache.counters.allocations.load();
-  retired_deallocations_ += cache.counters.deallocations.load();
+  counts_.retired_live += cache.counters.live_bytes.load();
+  counts_.retired_requested += cache.counters.requested_bytes.load();
+  counts_.retired_allocations += cache.counters.allocations.load();
+  counts_.retired_deallocations += cache.counters.deallocations.load();
   caches_.erase(std::remove_if(caches_.begin(), caches_.end(),
                                [&](auto const& c) { return c.get() == &cache; }),
                 caches_.end());

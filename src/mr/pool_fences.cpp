@@ -68,7 +68,7 @@ void pool_state::fence_locked(pool_stream& s) {
   ++s.epoch;
   s.unfenced_bytes = 0;
   s.net_returned = 0;
-  ++events_recorded_;
+  ++counts_.events_recorded;
 }
 
 void pool_state::fence_or_warn_locked(pool_stream& s, std::size_t poll_at) noexcept {
@@ -95,7 +95,7 @@ void pool_state::complete_all_fences_locked(pool_stream& s, std::uint64_t upto) 
   while (!s.fences.empty() && s.fences.front().epoch <= upto) {
     return_event_locked(s.fences.front().event);
     s.fences.pop_front();
-    ++events_completed_;
+    ++counts_.events_completed;
   }
   release_owner_locked(s, upto);
 }
@@ -105,7 +105,7 @@ bool pool_state::complete_if_idle_locked(pool_stream& s) {
   std::uint64_t const upto = cut_epoch_locked(s);
   // An idle stream has finished everything queued before every free handed back up to the cut:
   // no event is needed for them.
-  ++device_queries_;
+  ++counts_.device_queries;
   scoped_device const on_device(backend_, device_);  // as fence_locked
   if (!backend_.query_stream(s.handle)) return false;
   complete_all_fences_locked(s, upto);
@@ -139,11 +139,12 @@ void pool_state::settle_locked(pool_stream& s, pool_stream const* caller) {
 
 bool pool_state::poll_stream_locked(pool_stream& s) {
   std::uint64_t completed = s.completed;
-  while (!s.fences.empty() && (++device_queries_, backend_.query_event(s.fences.front().event))) {
+  while (!s.fences.empty() &&
+         (++counts_.device_queries, backend_.query_event(s.fences.front().event))) {
     completed = s.fences.front().epoch;
     return_event_locked(s.fences.front().event);
     s.fences.pop_front();
-    ++events_completed_;
+    ++counts_.events_completed;
   }
   if (completed == s.completed) return false;
   std::size_t const before = free_.bytes();

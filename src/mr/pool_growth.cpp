@@ -35,7 +35,7 @@ std::size_t pool_state::growth_step_locked() const noexcept {
   // flight: it grows too. A pool used from one stream grows by chunk_size as before.
   std::size_t short_streams = 0;
   for (auto const& entry : streams_)
-    short_streams += entry.second->short_at_growth == upstream_allocations_ ? 1 : 0;
+    short_streams += entry.second->short_at_growth == counts_.upstream_allocations ? 1 : 0;
   std::size_t const chunk = stream_growth_step_locked();
   if (short_streams <= 1) return chunk;
   // Streams short at once may each grow at once (the upstream's call runs without the mutex), so
@@ -73,7 +73,7 @@ std::size_t pool_state::stream_growth_step_locked() const noexcept {
 void pool_state::note_growth_request_locked(std::size_t need) noexcept {
   growth_floor_ = std::max(growth_floor_, need);
   growth_floor_next_ = std::max(growth_floor_next_, need);
-  if (upstream_allocations_ % pool_growth_floor_period == 0) {
+  if (counts_.upstream_allocations % pool_growth_floor_period == 0) {
     growth_floor_ = growth_floor_next_;
     growth_floor_next_ = 0;
   }
@@ -174,7 +174,7 @@ void pool_state::note_growth_locked(std::size_t bytes) noexcept {
   // A stream is quiet until it allocates again.
   for (auto& entry : streams_)
     entry.second->refills_seen = entry.second->refills.load(std::memory_order_relaxed);
-  ++upstream_allocations_;
+  ++counts_.upstream_allocations;
 }
 
 bool pool_state::wholly_free_locked(pool_chunk const& chunk, pool_stream* stream) noexcept {
@@ -278,7 +278,7 @@ std::size_t pool_state::trim_chunk_locked(pool_chunk& chunk, pool_stream* stream
     upstream_.deallocate(ptr, size, order);
   held_ -= size;
   held_hint_.store(held_, std::memory_order_relaxed);
-  ++upstream_deallocations_;
+  ++counts_.upstream_deallocations;
   std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
   chunks_.erase(reinterpret_cast<std::uintptr_t>(ptr));
   return size;

@@ -123,7 +123,7 @@ void pool_state::check_invariants() const {
   }
 
   std::int64_t cached_total = 0;
-  std::int64_t live_total = static_cast<std::int64_t>(large_live_) + retired_live_;
+  std::int64_t live_total = static_cast<std::int64_t>(counts_.large_live) + counts_.retired_live;
   for (auto const& cache : caches_) {
     std::int64_t cached = 0;
     for (unsigned c = 0; c < cache->num_classes; ++c) {
@@ -148,12 +148,12 @@ void pool_state::check_invariants() const {
   }
 
   // Holes: whole pages of the range, never its chunk's end; not counted as held.
-  std::string const holes_problem = holes_.validate_index();
+  std::string const holes_problem = range_.holes.validate_index();
   if (!holes_problem.empty()) fail(me, "holes: " + holes_problem);
-  for (auto const& [end, e] : holes_.extents()) {
+  for (auto const& [end, e] : range_.holes.extents()) {
     std::size_t const page = vrange_->page();
-    if (e.chunk != vrange_chunk_ || vrange_chunk_ == nullptr || e.start < vrange_chunk_->base ||
-        end >= vrange_chunk_->base + vrange_chunk_->size || (e.start - vrange_->base()) % page ||
+    if (e.chunk != range_.chunk || range_.chunk == nullptr || e.start < range_.chunk->base ||
+        end >= range_.chunk->base + range_.chunk->size || (e.start - vrange_->base()) % page ||
         e.size % page)
       fail(me, "unmapped pages at " + at(e.start) + " are not whole pages inside the range");
     for (std::uintptr_t p = e.start; p < end; p += page)
@@ -181,15 +181,15 @@ void pool_state::check_invariants() const {
     if (chunk.base != base) fail(me, "chunk key mismatch at " + at(base));
     held += chunk.size;
   }
-  held -= holes_.bytes();
+  held -= range_.holes.bytes();
   if (vrange_ != nullptr &&
-      vrange_->mapped() != (vrange_chunk_ ? vrange_chunk_->size : 0) - holes_.bytes())
+      vrange_->mapped() != (range_.chunk ? range_.chunk->size : 0) - range_.holes.bytes())
     fail(me, "the range maps " + std::to_string(vrange_->mapped()) +
                  " bytes, not its chunk less its unmapped pages");
   if (held != held_)
     fail(me, "held counter " + std::to_string(held_) + " != " + std::to_string(held));
 
-  std::size_t const accounted = free_sum + claimed_bytes_ + owned_total + listed_total +
+  std::size_t const accounted = free_sum + range_.claimed_bytes + owned_total + listed_total +
                                 lost_bytes_.load() + static_cast<std::size_t>(cached_total) +
                                 static_cast<std::size_t>(std::max<std::int64_t>(0, live_total));
   if (live_total < 0) fail(me, "live bytes are negative: " + std::to_string(live_total));

@@ -100,7 +100,7 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
   }
   if (fence) {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++lock_acquisitions_;
+    ++counts_.lock_acquisitions;
     fence_large_locked(s);
   }
   return own_free::taken;
@@ -137,9 +137,9 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
   {
     auto const asked = lock_clock::now();
     std::unique_lock<std::mutex> lock(mutex_);
-    large_lock_wait_ns_ += nanoseconds_since(asked);
-    hold_timer const held{large_lock_hold_ns_};
-    ++lock_acquisitions_;
+    counts_.large_lock_wait_ns += nanoseconds_since(asked);
+    hold_timer const held{counts_.large_lock_hold_ns};
+    ++counts_.lock_acquisitions;
     pool_stream& s = stream_locked(stream);
     {
       std::lock_guard<pool_lock> arena(s.mutex);
@@ -155,9 +155,9 @@ void* pool_state::allocate_large(std::size_t size, std::size_t requested, stream
         throw;
       }
     }
-    large_live_ += size;
-    large_requested_ += requested;
-    ++large_allocations_;
+    counts_.large_live += size;
+    counts_.large_requested += requested;
+    ++counts_.large_allocations;
   }
   if (options_.track_blocks) track_allocate(p, size, requested, stream);
   return p;
@@ -167,9 +167,9 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
                                   stream_handle stream) noexcept {
   auto const asked = lock_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
-  large_lock_wait_ns_ += nanoseconds_since(asked);
-  hold_timer const held{large_lock_hold_ns_};
-  ++lock_acquisitions_;
+  counts_.large_lock_wait_ns += nanoseconds_since(asked);
+  hold_timer const held{counts_.large_lock_hold_ns};
+  ++counts_.lock_acquisitions;
   pool_stream* s = nullptr;
   try {
     s = &stream_locked(stream);
@@ -187,9 +187,9 @@ void pool_state::deallocate_large(void* ptr, std::size_t size, std::size_t reque
           : overlaps_extent_locked(reinterpret_cast<std::uintptr_t>(ptr), size))
     return;  // refused (and reported) by the check
   if (!give_back_locked(ptr, size, *s)) note_lost(reinterpret_cast<std::uintptr_t>(ptr), size);
-  large_live_ -= size;
-  large_requested_ -= requested;
-  ++large_deallocations_;
+  counts_.large_live -= size;
+  counts_.large_requested -= requested;
+  ++counts_.large_deallocations;
   if (s->retired) {
     // Freed by an exiting thread after its stream was settled (from a later thread_local
     // destructor): the last moment its per-thread stream can be fenced.

@@ -67,8 +67,8 @@ std::size_t pool_state::trim() {
   std::size_t const trimmed = trim_locked();
   reap_retired_locked();
   growth_floor_ = growth_floor_next_ = 0;  // chunks as large as the blocks to come, not gone ones
-  range_slack_ = 1.0;                      // the expandable pool's target as configured again
-  moves_seen_ = 0;
+  range_.slack = 1.0;                      // the expandable pool's target as configured again
+  range_.moves_seen = 0;
   return trimmed;
 }
 
@@ -92,7 +92,7 @@ void pool_state::close(pool_live_chunks live) {
   scoped_device const on_device(backend_, device_);
   try {
     backend_.synchronize();  // every stream idle: every fence complete, every freed block idle
-    ++synchronizations_;
+    ++counts_.synchronizations;
   } catch (std::exception const& e) {
     log(log_level::error, name() + ": close: synchronize failed: " + e.what());
   }
@@ -180,7 +180,7 @@ void pool_state::release_stream(stream_handle stream) {
     drain_class_lists_locked(s);
     std::uint64_t const upto = cut_epoch_locked(s);
     backend_.synchronize_stream(stream);
-    ++synchronizations_;
+    ++counts_.synchronizations;
     complete_all_fences_locked(s, upto);
     // The null and per-thread default streams are never destroyed: only a created stream's entry
     // is retired (its id names no later stream, so the entry would never be used again).
@@ -205,11 +205,12 @@ pool_statistics pool_state::statistics() const {
   st.held_bytes = held_;
   st.peak_held_bytes = peak_held_;
   st.chunks = chunks_.size();
-  std::int64_t live = static_cast<std::int64_t>(large_live_) + retired_live_;
-  std::int64_t requested = static_cast<std::int64_t>(large_requested_) + retired_requested_;
+  std::int64_t live = static_cast<std::int64_t>(counts_.large_live) + counts_.retired_live;
+  std::int64_t requested =
+      static_cast<std::int64_t>(counts_.large_requested) + counts_.retired_requested;
   std::int64_t cached = 0;
   st.allocations = allocations_locked();
-  st.deallocations = large_deallocations_ + retired_deallocations_;
+  st.deallocations = counts_.large_deallocations + counts_.retired_deallocations;
   // Frees after close() (counted apart: the pool no longer takes blocks back).
   live -= static_cast<std::int64_t>(closed_freed_bytes_.load(std::memory_order_relaxed));
   requested -= static_cast<std::int64_t>(closed_freed_requested_.load(std::memory_order_relaxed));
@@ -229,27 +230,27 @@ pool_statistics pool_state::statistics() const {
   st.cached_bytes = static_cast<std::size_t>(std::max<std::int64_t>(0, cached));
   st.free_bytes = free_.bytes();
   st.largest_free_block = free_.largest();
-  st.events_recorded = events_recorded_;
-  st.events_completed = events_completed_;
-  st.stream_waits = stream_waits_;
-  st.idle_takes = idle_takes_;
-  st.device_queries = device_queries_;
-  st.synchronizations = synchronizations_;
-  st.upstream_allocations = upstream_allocations_;
-  st.upstream_deallocations = upstream_deallocations_;
+  st.events_recorded = counts_.events_recorded;
+  st.events_completed = counts_.events_completed;
+  st.stream_waits = counts_.stream_waits;
+  st.idle_takes = counts_.idle_takes;
+  st.device_queries = counts_.device_queries;
+  st.synchronizations = counts_.synchronizations;
+  st.upstream_allocations = counts_.upstream_allocations;
+  st.upstream_deallocations = counts_.upstream_deallocations;
   st.invalid_deallocations = invalid_deallocations_.load();
-  st.lock_acquisitions = lock_acquisitions_;
-  st.large_lock_wait_ns = large_lock_wait_ns_;
-  st.large_lock_hold_ns = large_lock_hold_ns_;
-  st.reclaims = reclaims_;
-  st.pages_mapped = pages_mapped_;
-  st.pages_unmapped = pages_unmapped_;
+  st.lock_acquisitions = counts_.lock_acquisitions;
+  st.large_lock_wait_ns = counts_.large_lock_wait_ns;
+  st.large_lock_hold_ns = counts_.large_lock_hold_ns;
+  st.reclaims = counts_.reclaims;
+  st.pages_mapped = range_.pages_mapped;
+  st.pages_unmapped = range_.pages_unmapped;
   st.streams = streams_.size();
   return st;
 }
 
 std::uint64_t pool_state::allocations_locked() const noexcept {
-  std::uint64_t n = large_allocations_ + retired_allocations_;
+  std::uint64_t n = counts_.large_allocations + counts_.retired_allocations;
   for (auto const& cache : caches_)
     n += cache->counters.allocations.load(std::memory_order_relaxed);
   return n;

@@ -6,13 +6,13 @@
 // has had, and the holes left behind cost address space, not memory.
 //
 // A growth, planned under the pool's mutex (plan_range_locked):
-//   * where: the free end of the chunk and pages after it, or a hole (unmapped pages, holes_)
+//   * where: the free end of the chunk and pages after it, or a hole (unmapped pages, range_.holes)
 //     with the free extents on either side, whichever needs the fewest pages mapped (a hole on a
 //     tie: the range stays compact). Free extents are those free for every stream and the
 //     growing stream's own; they are taken out of the extents (claimed) while the pages are
 //     mapped, so that no other thread carves them meanwhile, and the block fits once it is done;
 //   * the memory: new while the pool then holds at most held_target times the most it has had
-//     live at a growth (times range_slack_, raised by note_range_move_locked while growths that
+//     live at a growth (times range_.slack, raised by note_range_move_locked while growths that
 //     move memory come too often); the rest from whole pages of free extents, the largest first
 //     (the growing stream's own only when its work is done up to them: found idle, or waited for
 //     when it holds at least the request and trim_before_growth allows a wait), taken from the
@@ -22,7 +22,7 @@
 //     stream (the growing stream's own when part of it was); the unmapped pages become holes. A
 //     hole never ends the chunk: the chunk ends before it.
 // The mapping runs without the pool's mutex (CUDA's map calls take tens of microseconds each);
-// growths map one at a time under vrange_mutex_.
+// growths map one at a time under range_.mutex.
 //
 // The defaults (page_size 4 MiB, held_target 1.125), measured on the host with bench_alloc's
 // traces on one thread, four passes: held / live peak of the training loop, of the inference loop
@@ -69,13 +69,13 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   std::uint64_t own_upto = 0;
   if (fresh < need && s != nullptr && fenceable(*s) && s->extents.bytes() >= vrange_->page()) {
     own_upto = cut_epoch_locked(*s);
-    ++device_queries_;
+    ++counts_.device_queries;
     if (!backend_.query_stream(s->handle)) {
       if (options_.trim_before_growth && s->extents.bytes() >= need) {
         lock.unlock();
         backend_.synchronize_stream(s->handle);
         lock.lock();
-        ++synchronizations_;
+        ++counts_.synchronizations;
       } else {
         own_upto = 0;
       }
@@ -85,7 +85,7 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   if (!plan_range_locked(plan, size, s, own_upto, fresh)) return false;
   std::uintptr_t const base = vrange_->base();
   lock.unlock();
-  std::unique_lock<std::mutex> range(vrange_mutex_);
+  std::unique_lock<std::mutex> range(range_.mutex);
   std::size_t const before = vrange_->mapped();
   bool mapped = false;
   std::exception_ptr error;
@@ -100,13 +100,13 @@ bool pool_state::grow_range(std::unique_lock<std::mutex>& lock, std::size_t size
   }
   vrange_->release_spares();
   std::size_t const after = vrange_->mapped();
-  lock.lock();  // vrange_mutex_ first, then mutex_: the order of every growth
+  lock.lock();  // range_.mutex first, then mutex_: the order of every growth
   std::size_t unmapped = 0;
   for (std::size_t bytes : plan.unmapped)
     unmapped += bytes;
-  if (unmapped > 0) ++upstream_deallocations_;
-  pages_unmapped_ += unmapped / vrange_->page();
-  if (mapped) pages_mapped_ += plan.target_bytes / vrange_->page();
+  if (unmapped > 0) ++counts_.upstream_deallocations;
+  range_.pages_unmapped += unmapped / vrange_->page();
+  if (mapped) range_.pages_mapped += plan.target_bytes / vrange_->page();
   if (after < before) {
     held_ -= before - after;
     held_hint_.store(held_, std::memory_order_relaxed);
@@ -125,14 +125,14 @@ bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool
   std::size_t const page = vrange_->page();
   std::size_t const need = pool_round_up(size);
   std::uintptr_t const base = vrange_->base();
-  std::size_t const used = vrange_chunk_ != nullptr ? vrange_chunk_->size : 0;
+  std::size_t const used = range_.chunk != nullptr ? range_.chunk->size : 0;
   // Free memory that may join the growth: free extents and `s`'s own, extent after touching
   // extent (the two sets alternate: each keeps its own merged), from `addr` down or up.
   auto walk = [&](std::uintptr_t addr, bool up, auto&& visit) {
     auto in = [&](pool_extent_set& set) {
       auto const it = up ? set.find_start(addr) : set.find_end(addr);
-      return it != set.extents().end() && it->second.chunk == vrange_chunk_ ? it
-                                                                            : set.extents().end();
+      return it != set.extents().end() && it->second.chunk == range_.chunk ? it
+                                                                           : set.extents().end();
     };
     for (;;) {
       bool owned = false;
@@ -163,7 +163,7 @@ bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool
   std::uintptr_t hole = 0;
   std::uintptr_t hole_end = 0;
   std::size_t best_run = 0;
-  for (auto const& [end, h] : holes_.extents()) {
+  for (auto const& [end, h] : range_.holes.extents()) {
     std::size_t const before = free_run(h.start, false);
     std::size_t const run = before + h.size + free_run(end, true);
     if (before >= need || run < need) continue;
@@ -197,7 +197,7 @@ bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool
   for (auto const& n : plan.neighbours) {
     pool_extent_set& set = n.owned ? s->extents : free_;
     set.erase(set.find_start(n.addr));
-    claimed_bytes_ += n.size;
+    range_.claimed_bytes += n.size;
   }
   try {
     choose_sources_locked(plan, s, own_upto, fresh);
@@ -223,15 +223,15 @@ bool pool_state::plan_range_locked(pool_range_plan& plan, std::size_t size, pool
     return false;
   }
   if (hole != 0) {
-    holes_.take(*holes_.find_start(hole), plan.target_bytes);
+    range_.holes.take(*range_.holes.find_start(hole), plan.target_bytes);
   } else {
     std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
-    if (vrange_chunk_ == nullptr) {
-      vrange_chunk_ = &chunks_.try_emplace(base).first->second;
-      vrange_chunk_->base = base;
-      vrange_chunk_->mapped = true;
+    if (range_.chunk == nullptr) {
+      range_.chunk = &chunks_.try_emplace(base).first->second;
+      range_.chunk->base = base;
+      range_.chunk->mapped = true;
     }
-    vrange_chunk_->size += plan.target_bytes;
+    range_.chunk->size += plan.target_bytes;
   }
   growing_ += plan.fresh_bytes;
   return true;
@@ -253,7 +253,7 @@ void pool_state::choose_sources_locked(pool_range_plan& plan, pool_stream* s,
   std::vector<candidate> found;
   auto scan = [&](pool_extent_set const& set, bool owned) {
     for (auto const& [end, e] : set.extents()) {
-      if (e.chunk != vrange_chunk_ || e.size < page || (owned && e.epoch > own_upto)) continue;
+      if (e.chunk != range_.chunk || e.size < page || (owned && e.epoch > own_upto)) continue;
       std::uintptr_t const first = base + pool_round_up_to(e.start - base, page);
       std::uintptr_t const last = base + (end - base) / page * page;
       if (last > first) found.push_back({e.start, owned, last, last - first});
@@ -286,7 +286,7 @@ void pool_state::choose_sources_locked(pool_range_plan& plan, pool_stream* s,
 }
 
 std::size_t pool_state::live_estimate_locked() const noexcept {
-  std::size_t idle = free_.bytes() + claimed_bytes_;
+  std::size_t idle = free_.bytes() + range_.claimed_bytes;
   for (auto const& entry : streams_)
     idle += entry.second->extents.bytes() +
             entry.second->class_list_bytes.load(std::memory_order_relaxed);
@@ -298,8 +298,10 @@ std::size_t pool_state::live_estimate_locked() const noexcept {
 
 std::size_t pool_state::fresh_allowance_locked(std::size_t need) noexcept {
   std::size_t const live = live_estimate_locked();
-  live_at_growth_ = std::max(live_at_growth_, live + std::min(need, ~std::size_t{0} - live));
-  double const most = options_.held_target * range_slack_ * static_cast<double>(live_at_growth_);
+  range_.live_at_growth =
+      std::max(range_.live_at_growth, live + std::min(need, ~std::size_t{0} - live));
+  double const most =
+      options_.held_target * range_.slack * static_cast<double>(range_.live_at_growth);
   std::size_t const allowed = most >= 0x1p64 ? ~std::size_t{0} : static_cast<std::size_t>(most);
   std::size_t const taken = held_ + growing_;
   return allowed > taken ? allowed - taken : 0;
@@ -314,7 +316,7 @@ void pool_state::note_range_move_locked() noexcept {
   // 64 allocations (thousands per run, 9 us per pair) with any held_target up to 1.5, and not
   // at all with 3 (held 1.22x the sum of the threads' peaks, as a chunked pool). So when a growth
   // that moved memory comes within sixteen times pool_range_move_allocations allocations of the
-  // sixteenth such growth before it (moves_at_), the target is raised by an eighth (up to
+  // sixteenth such growth before it (range_.moves_at), the target is raised by an eighth (up to
   // held_target_most), and the count starts again. That trace then moved memory a few times in a
   // run (about 200 ns per pair). A window of eight moves raised the target on the bursts of a
   // loop (the inference loop's prefill) as well; lowering it again after calm windows held no
@@ -323,16 +325,16 @@ void pool_state::note_range_move_locked() noexcept {
   // training and inference loops the same on one thread (1.05 and 1.17).
   constexpr std::uint64_t pool_range_move_allocations = 128;
   // At or below held_target (an infinite held_target included: most / held_target would be NaN,
-  // which std::min ignores, leaving range_slack_ unbounded): never raised.
+  // which std::min ignores, leaving range_.slack unbounded): never raised.
   if (!(options_.held_target_most > options_.held_target)) return;
   std::uint64_t const now = allocations_locked();
-  std::size_t const watched = moves_at_.size();
-  std::uint64_t const oldest = moves_at_[moves_seen_ % watched];
-  moves_at_[moves_seen_ % watched] = now;
-  ++moves_seen_;
-  if (moves_seen_ <= watched || now - oldest >= pool_range_move_allocations * watched) return;
-  range_slack_ = std::min(range_slack_ * 1.125, options_.held_target_most / options_.held_target);
-  moves_seen_ = 0;
+  std::size_t const watched = range_.moves_at.size();
+  std::uint64_t const oldest = range_.moves_at[range_.moves_seen % watched];
+  range_.moves_at[range_.moves_seen % watched] = now;
+  ++range_.moves_seen;
+  if (range_.moves_seen <= watched || now - oldest >= pool_range_move_allocations * watched) return;
+  range_.slack = std::min(range_.slack * 1.125, options_.held_target_most / options_.held_target);
+  range_.moves_seen = 0;
 }
 
 void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept {
@@ -353,7 +355,7 @@ void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool
   for (auto const& n : plan.neighbours)
     if (n.owned) joined = s;
   for (auto const& n : plan.neighbours) {
-    claimed_bytes_ -= n.size;
+    range_.claimed_bytes -= n.size;
     put_back_locked(n.addr, n.size, mapped ? joined : n.owned ? s : nullptr);
   }
   growth_done_.notify_all();  // the waiters need the mutex: they see what follows too
@@ -367,8 +369,8 @@ void pool_state::finish_range_locked(pool_range_plan& plan, pool_stream* s, bool
 void pool_state::put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept {
   try {
     if (s == nullptr) {
-      add_extent(free_, addr, size, 0, vrange_chunk_);
-    } else if (add_extent(s->extents, addr, size, s->epoch, vrange_chunk_)) {
+      add_extent(free_, addr, size, 0, range_.chunk);
+    } else if (add_extent(s->extents, addr, size, s->epoch, range_.chunk)) {
       s->unfenced_bytes += size;
     }
   } catch (std::exception const& e) {
@@ -378,30 +380,30 @@ void pool_state::put_back_locked(std::uintptr_t addr, std::size_t size, pool_str
 }
 
 void pool_state::add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept {
-  if (vrange_chunk_ == nullptr) return;  // cannot be: the hole lies in the chunk
+  if (range_.chunk == nullptr) return;  // cannot be: the hole lies in the chunk
   try {
-    holes_.insert(addr, size, 0, vrange_chunk_);
+    range_.holes.insert(addr, size, 0, range_.chunk);
   } catch (std::exception const& e) {
     log(log_level::error, name() + ": could not record " + format_bytes(size) + " unmapped at " +
                               pool_hex(addr) + ": " + e.what());
     return;
   }
   // A hole that ends the chunk ends it earlier instead.
-  auto const last = holes_.find_end(vrange_chunk_->base + vrange_chunk_->size);
-  if (last == holes_.extents().end()) return;
+  auto const last = range_.holes.find_end(range_.chunk->base + range_.chunk->size);
+  if (last == range_.holes.extents().end()) return;
   std::size_t const cut = last->second.size;
-  holes_.erase(last);
+  range_.holes.erase(last);
   std::lock_guard<std::shared_mutex> chunks(chunks_mutex_);
-  vrange_chunk_->size -= cut;
-  if (vrange_chunk_->size == 0) {
-    chunks_.erase(vrange_chunk_->base);
-    vrange_chunk_ = nullptr;
+  range_.chunk->size -= cut;
+  if (range_.chunk->size == 0) {
+    chunks_.erase(range_.chunk->base);
+    range_.chunk = nullptr;
   }
 }
 
 std::size_t pool_state::shrink_range_locked() noexcept {
-  if (vrange_chunk_ == nullptr) return 0;
-  std::unique_lock<std::mutex> range(vrange_mutex_, std::try_to_lock);
+  if (range_.chunk == nullptr) return 0;
+  std::unique_lock<std::mutex> range(range_.mutex, std::try_to_lock);
   if (!range) return 0;  // a growth is mapping: leave the range to it
   std::size_t const page = vrange_->page();
   std::uintptr_t const base = vrange_->base();
@@ -410,7 +412,7 @@ std::size_t pool_state::shrink_range_locked() noexcept {
     for (auto const& [end, e] : free_.extents()) {
       std::uintptr_t const first = base + pool_round_up_to(e.start - base, page);
       std::uintptr_t const last = base + (end - base) / page * page;
-      if (e.chunk == vrange_chunk_ && last > first) pages.emplace_back(first, last);
+      if (e.chunk == range_.chunk && last > first) pages.emplace_back(first, last);
     }
   } catch (std::bad_alloc const&) {
   }
@@ -431,8 +433,8 @@ std::size_t pool_state::shrink_range_locked() noexcept {
   if (released == 0) return 0;
   held_ -= released;
   held_hint_.store(held_, std::memory_order_relaxed);
-  ++upstream_deallocations_;
-  pages_unmapped_ += released / page;
+  ++counts_.upstream_deallocations;
+  range_.pages_unmapped += released / page;
   return released;
 }
 

@@ -124,7 +124,7 @@ pool_state::~pool_state() {
     log(log_level::error,
         std::string("pool_resource: synchronize failed in destructor: ") + e.what());
   }
-  auto const live = static_cast<std::int64_t>(large_live_) + retired_live_ + [&] {
+  auto const live = static_cast<std::int64_t>(counts_.large_live) + counts_.retired_live + [&] {
     std::int64_t sum = 0;
     for (auto& c : caches_)
       sum += c->counters.live_bytes.load();
@@ -332,7 +332,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // Another stream wanted what this one handed back: only a call made on it may record the fence.
   if (s.fence_wanted.load(std::memory_order_relaxed)) fence_or_warn_locked(s, no_poll);
   if (void* p = fit_locked(size, s)) return p;
-  s.short_at_growth = upstream_allocations_;  // counted by the next growth's step
+  s.short_at_growth = counts_.upstream_allocations;  // counted by the next growth's step
   // Free extents next to the stream's own merge with them: a fit may straddle the two.
   if (adopt_for_fit_locked(s, size))
     if (void* p = fit_locked(size, s)) return p;
@@ -399,7 +399,7 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // wait for it, then try again. Without the wait, threads growing side by side near the maximum
   // took each other's growth for memory held and ran out with room left.
   bool waited = false;
-  while (growing_ > 0 || claimed_bytes_ > 0) {
+  while (growing_ > 0 || range_.claimed_bytes > 0) {
     waited = true;
     growth_done_.wait(lock);
     if (void* p = fit_locked(size, s)) return p;

@@ -18,8 +18,10 @@
 // The per-stream state is in pool_stream.hpp, the thread caches in pool_thread_cache.hpp.
 #pragma once
 
+#include "pool_counters.hpp"
 #include "pool_extents.hpp"
 #include "pool_large_blocks.hpp"
+#include "pool_range_state.hpp"
 #include "pool_stream.hpp"
 #include "pool_thread_cache.hpp"
 #include "pool_vrange.hpp"
@@ -407,12 +409,12 @@ class pool_state {
   // The new memory a growth for `need` bytes may take while the pool then holds at most
   // pool_options::held_target times the most it has had live at a growth (with the request).
   std::size_t fresh_allowance_locked(std::size_t need) noexcept;
-  // After a growth that moved memory: raises range_slack_ when such growths come too often.
+  // After a growth that moved memory: raises range_.slack when such growths come too often.
   void note_range_move_locked() noexcept;
   // Allocations so far, all threads (for the statistics and the thrash guard above).
   std::uint64_t allocations_locked() const noexcept;
   void finish_range_locked(pool_range_plan& plan, pool_stream* s, bool mapped) noexcept;
-  // Unmapped pages of the range: into holes_, or off the end of its chunk.
+  // Unmapped pages of the range: into range_.holes, or off the end of its chunk.
   void add_hole_locked(std::uintptr_t addr, std::size_t size) noexcept;
   // Puts free memory of the range back: into `s`'s extents (null: the free ones).
   void put_back_locked(std::uintptr_t addr, std::size_t size, pool_stream* s) noexcept;
@@ -475,7 +477,6 @@ class pool_state {
   mutable std::shared_mutex chunks_mutex_;
   std::uint64_t misses_since_growth_ = 0;  // slow-path misses that merged everything back
   std::uint64_t reclaims_since_growth_ = 0;
-  std::uint64_t reclaims_ = 0;
   std::size_t held_ = 0;
   // The largest requests (rounded) that grew the pool: since the floor period began, and in the
   // period before as well (stream_growth_step_locked).
@@ -483,49 +484,14 @@ class pool_state {
   std::size_t growth_floor_next_ = 0;
   bool growth_refused_ = false;  // the last growth failed (maximum_size, or the upstream refused)
   std::size_t growing_ = 0;      // bytes being taken from the upstream with mutex_ released
-  // Notified (under mutex_) when a growth in flight ends: growing_ or claimed_bytes_ went down.
+  // Notified (under mutex_) when a growth in flight ends: growing_ or range_.claimed_bytes went
+  // down.
   std::condition_variable growth_done_;
-  // Expandable pools: the range's chunk in chunks_ (null while it is empty): the part of the range
-  // (vrange_) in use, from its base, in which the pages of holes_ are not mapped. Growth takes
-  // vrange_mutex_ and then mutex_; trim, under mutex_, only try-locks it (and skips the range
-  // while a growth is mapping), so the two never wait for each other in opposite orders.
-  std::mutex vrange_mutex_;
-  pool_chunk* vrange_chunk_ = nullptr;
-  // Whole pages of the range's chunk with nothing mapped (never at its end: the chunk ends before).
-  pool_extent_set holes_;
-  std::size_t claimed_bytes_ = 0;   // free memory held out of the extents by a growth in flight
-  std::size_t live_at_growth_ = 0;  // the most bytes live at a growth, with its request
-  // The expandable pool's guard against moving memory faster than it is used (pool_range.cpp):
-  // held_target is multiplied by range_slack_, raised each time sixteen intervals between
-  // growths that moved memory spanned too few allocations; trim() resets it.
-  double range_slack_ = 1.0;
-  std::array<std::uint64_t, 16> moves_at_{};  // allocations counted at the last moving growths
-  std::size_t moves_seen_ = 0;                // moving growths since range_slack_ last changed
-  std::uint64_t pages_mapped_ = 0;
-  std::uint64_t pages_unmapped_ = 0;
+  pool_range_state range_;  // expandable pools (pool_range_state.hpp)
   std::size_t peak_held_ = 0;
-  std::size_t large_live_ = 0;
-  std::size_t large_requested_ = 0;
-  std::uint64_t large_allocations_ = 0;
-  std::uint64_t large_deallocations_ = 0;
   // Blocks lost for want of host memory (note_lost); they stay inside their chunks until the end.
   std::atomic<std::size_t> lost_bytes_{0};
-  // Counters of caches whose thread has exited.
-  std::int64_t retired_live_ = 0;
-  std::int64_t retired_requested_ = 0;
-  std::uint64_t retired_allocations_ = 0;
-  std::uint64_t retired_deallocations_ = 0;
-  std::uint64_t events_recorded_ = 0;
-  std::uint64_t events_completed_ = 0;
-  std::uint64_t device_queries_ = 0;  // query_event and query_stream calls (under mutex_)
-  std::uint64_t stream_waits_ = 0;    // take_from_other_stream_locked
-  std::uint64_t idle_takes_ = 0;      // take_from_idle_stream_locked
-  std::uint64_t synchronizations_ = 0;
-  std::uint64_t upstream_allocations_ = 0;
-  std::uint64_t upstream_deallocations_ = 0;
-  std::uint64_t lock_acquisitions_ = 0;
-  std::uint64_t large_lock_wait_ns_ = 0;  // pool_statistics::large_lock_wait_ns
-  std::uint64_t large_lock_hold_ns_ = 0;
+  pool_counters counts_;  // under mutex_ (pool_counters.hpp)
 
   struct tracked_block {
     std::size_t size;

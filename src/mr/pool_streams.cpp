@@ -132,7 +132,7 @@ std::uintptr_t pool_state::take_from_other_stream_locked(std::size_t size, pool_
   // The wait is for the record it followed (a backend's contract, as CUDA's): the event may be
   // recorded again at once.
   if (event != nullptr) return_event_locked(event);
-  ++stream_waits_;
+  ++counts_.stream_waits;
   // The whole extent moves: `s` carves its next blocks from the rest without another wait, and
   // blocks of the two streams do not interleave in it. It leaves the owner's extents before `s`'s
   // lock is taken (never two stream locks at once; mutex_, held throughout, keeps the rest from
@@ -226,7 +226,7 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
       if (backend_.stream_is_capturing(s.handle)) return 0;
       if (backend_.stream_is_capturing(owner.handle)) continue;
       upto = cut_epoch_locked(owner);
-      ++device_queries_;
+      ++counts_.device_queries;
       if (!backend_.query_stream(owner.handle)) continue;
     } catch (std::exception const& e) {
       log(log_level::warn, name() + ": asking whether a stream is idle failed: " + e.what());
@@ -245,7 +245,7 @@ std::uintptr_t pool_state::take_from_idle_stream_locked(std::size_t size, pool_s
     arena.unlock();
     // The slab's rest is free for every stream (the owner was idle): `s`'s from now, at its epoch.
     if (taken > size) keep_rest_locked(s, owner, base + size, taken - size, owner_epoch, chunk);
-    ++idle_takes_;
+    ++counts_.idle_takes;
     return base;
   }
   return 0;
@@ -262,7 +262,7 @@ std::size_t pool_state::parked_by_others_locked(pool_stream const& s,
 }
 
 void* pool_state::reclaim_other_streams_locked(std::size_t size, pool_stream& s, bool quiet_only) {
-  ++reclaims_;
+  ++counts_.reclaims;
   ++reclaims_since_growth_;
   // Without a wait: the streams that `s` may not use (touchable) only poll their fences and are
   // asked to fence the rest in their own next calls; only the last resort waits (obtain).

@@ -277,7 +277,7 @@ void pool_state::deallocate_on_released(void* ptr, std::size_t bytes,
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ++synchronizations_;
+    ++counts_.synchronizations;
   }
   std::size_t const size = block_size(bytes);
   deallocate_checked(ptr, bytes, size, calling_thread_cache(nullptr), nullptr);
@@ -347,12 +347,12 @@ void* pool_state::allocate_uncached(std::size_t bytes, stream_handle stream) {
   std::size_t const size = pool_class_size(pool_size_class(bytes));
   void* p = allocate_large(size, bytes, stream);
   std::lock_guard<std::mutex> lock(mutex_);
-  large_live_ -= size;
-  large_requested_ -= bytes;
-  --large_allocations_;
-  retired_live_ += static_cast<std::int64_t>(size);
-  retired_requested_ += static_cast<std::int64_t>(bytes);
-  ++retired_allocations_;
+  counts_.large_live -= size;
+  counts_.large_requested -= bytes;
+  --counts_.large_allocations;
+  counts_.retired_live += static_cast<std::int64_t>(size);
+  counts_.retired_requested += static_cast<std::int64_t>(bytes);
+  ++counts_.retired_allocations;
   return p;
 }
 
@@ -360,12 +360,12 @@ void pool_state::deallocate_uncached(void* ptr, std::size_t size, std::size_t by
                                      stream_handle stream) noexcept {
   deallocate_large(ptr, size, bytes, stream);
   std::lock_guard<std::mutex> lock(mutex_);
-  large_live_ += size;
-  large_requested_ += bytes;
-  --large_deallocations_;
-  retired_live_ -= static_cast<std::int64_t>(size);
-  retired_requested_ -= static_cast<std::int64_t>(bytes);
-  ++retired_deallocations_;
+  counts_.large_live += size;
+  counts_.large_requested += bytes;
+  --counts_.large_deallocations;
+  counts_.retired_live -= static_cast<std::int64_t>(size);
+  counts_.retired_requested -= static_cast<std::int64_t>(bytes);
+  ++counts_.retired_deallocations;
 }
 
 }  // namespace gpumem::detail

@@ -41,7 +41,7 @@ void pool_state::complete_cuts_locked(std::vector<stream_cut> const& cuts,
     }
     --c.stream->pins;
   }
-  if (synchronized) ++synchronizations_;
+  if (synchronized) ++counts_.synchronizations;
 }
 
 bool pool_state::synchronize_device() noexcept {
