@@ -14,9 +14,22 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace gpumem::bench {
+
+// An allocator measured: how to make it, how much of each trace it runs, and what to do around a
+// measurement.
+struct competitor {
+  std::string name;
+  double pair_scale;  // fraction of the pool's trace length this one runs
+  bool warm_up;
+  std::function<std::unique_ptr<memory_resource>()> make;
+  std::function<void()> before;  // set up (e.g. the async release threshold)
+  std::function<void()> after;   // give memory back between cases
+};
 
 class malloc_resource final : public memory_resource {  // cudaMalloc / cudaFree
  public:
