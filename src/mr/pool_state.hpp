@@ -198,9 +198,9 @@ class pool_state {
   std::uintptr_t take_slab_held(pool_extent_entry& free, std::size_t size, std::size_t slab,
                                 pool_stream& s) noexcept;
   // The slab a large miss of `size` bytes on `s` takes from a free extent (at least `size`): a
-  // stream's growth step, or its share of the pool (held_ / streams) if that is less; `size` alone
-  // for an expandable pool, while no other stream allocates, after a failed growth, or near
-  // maximum_size.
+  // stream's growth step, or its share of the pool (held_ / streams) if that is less; the whole
+  // extent (SIZE_MAX) while no other stream allocates; `size` alone for an expandable pool, after
+  // a failed growth, or near maximum_size.
   std::size_t large_slab_locked(std::size_t size, pool_stream const& s) const noexcept;
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));

@@ -1,6 +1,7 @@
 // pool_resource's large misses and growth steps: a miss carved from the free extents takes a slab
 // for its stream when other streams allocate too (bounded by the stream's growth step and its
-// share of the pool, never in an expandable pool, after a failed growth or near maximum_size), a
+// share of the pool) and the whole extent in a pool used from one stream (never in an expandable
+// pool, after a failed growth or near maximum_size), a
 // chunked pool grows by at least the largest block it grew for lately (trim() forgets it), and
 // steps and slabs keep every block aligned whatever chunk_size is given.
 #include <gpumem/core/error.hpp>
@@ -34,28 +35,53 @@ TEST_F(pool_test, a_large_miss_takes_a_slab_of_the_free_memory_for_the_streams_n
   // With more than one stream, a large block that misses its stream's extents and is carved from
   // the free ones takes a slab with it (the stream's growth step, at most its share of the pool):
   // the stream's next blocks come from its own extents under its lock alone, and streams carving
-  // one free extent block by block do not interleave their blocks. A pool used from one stream
-  // carves the block alone.
-  pool_resource pool(upstream, large_only(64 * MiB, 16 * MiB));
-  void* on_b = pool.allocate(4 * MiB, b);  // one stream so far: the block alone
-  EXPECT_EQ(pool.statistics().stream_bytes, 0u);
-  void* first = pool.allocate(2 * MiB, a);  // a miss: 2 MiB and a slab of 14 more for a
+  // one free extent block by block do not interleave their blocks.
+  pool_options options = large_only(64 * MiB, 16 * MiB);
+  options.max_cached_size = 4 * KiB;  // a small block puts a stream in the pool first
+  pool_resource pool(upstream, options);
+  // Each small block brings its stream a slab of at most 8 MiB for its class: the large blocks
+  // below are larger, so that they miss.
+  void* small_on_a = pool.allocate(256, a);
+  void* small_on_b = pool.allocate(256, b);
+  void* on_b = pool.allocate(12 * MiB, b);  // 12 MiB and a slab of 4 more for b
+  pool_statistics const before = pool.statistics();
+  void* first = pool.allocate(10 * MiB, a);  // a miss: 10 MiB and a slab of 6 more for a
   pool_statistics const after_miss = pool.statistics();
-  EXPECT_EQ(after_miss.stream_bytes, 14 * MiB);
-  EXPECT_EQ(after_miss.free_bytes, 44 * MiB);
+  EXPECT_EQ(after_miss.stream_bytes - before.stream_bytes, 6 * MiB);
+  EXPECT_EQ(before.free_bytes - after_miss.free_bytes, 16 * MiB);
   std::vector<void*> next;
-  for (int i = 0; i < 7; ++i)
+  for (int i = 0; i < 3; ++i)
     next.push_back(pool.allocate(2 * MiB, a));
   pool_statistics const after_next = pool.statistics();
   EXPECT_EQ(after_next.lock_acquisitions, after_miss.lock_acquisitions)
       << "the next blocks come from a's slab without the pool's mutex";
-  EXPECT_EQ(after_next.stream_bytes, 0u);
-  EXPECT_EQ(after_next.free_bytes, 44 * MiB);
+  EXPECT_EQ(after_next.stream_bytes, before.stream_bytes);
+  EXPECT_EQ(after_next.free_bytes, after_miss.free_bytes);
   pool.check_invariants();
-  pool.deallocate(on_b, 4 * MiB, b);
+  pool.deallocate(on_b, 12 * MiB, b);
+  pool.deallocate(small_on_b, 256, b);
   for (void* p : next)
     pool.deallocate(p, 2 * MiB, a);
-  pool.deallocate(first, 2 * MiB, a);
+  pool.deallocate(first, 10 * MiB, a);
+  pool.deallocate(small_on_a, 256, a);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, a_pool_used_from_one_stream_gives_it_the_whole_free_extent_on_a_large_miss) {
+  // No other stream could use the rest: with the stream's, what it frees next to the rest merges
+  // with it, and its next blocks need no mutex. A free extent and a stream's never merge.
+  pool_resource pool(upstream, large_only(64 * MiB, 16 * MiB));
+  void* first = pool.allocate(4 * MiB, a);
+  pool_statistics const after_miss = pool.statistics();
+  EXPECT_EQ(after_miss.stream_bytes, 60 * MiB);
+  EXPECT_EQ(after_miss.free_bytes, 0u);
+  pool.deallocate(first, 4 * MiB, a);
+  void* whole = pool.allocate(64 * MiB, a);  // the chunk in one extent of a's: no growth, no mutex
+  pool_statistics const after = pool.statistics();
+  EXPECT_EQ(after.upstream_allocations, after_miss.upstream_allocations);
+  EXPECT_EQ(after.lock_acquisitions, after_miss.lock_acquisitions);
+  pool.check_invariants();
+  pool.deallocate(whole, 64 * MiB, a);
   pool.check_invariants();
 }
 
@@ -68,11 +94,13 @@ TEST_F(pool_test, no_slab_when_the_pool_cannot_grow_a_step_more) {
     pool_options options = large_only(64 * MiB, 16 * MiB);
     if (!refused) options.maximum_size = 64 * MiB;
     pool_resource pool(up, options);
-    void* on_b = pool.allocate(4 * MiB, b);
     if (refused) {
       up.refusing = true;
       EXPECT_THROW(pool.allocate(128 * MiB, b), out_of_memory);
+      up.refusing = false;
     }
+    void* on_b = pool.allocate(4 * MiB, b);  // one stream, but no step more: the block alone
+    EXPECT_EQ(pool.statistics().stream_bytes, 0u) << refused;
     std::uint64_t const reclaims = pool.statistics().reclaims;  // the refused request's
     void* on_a = pool.allocate(2 * MiB, a);
     EXPECT_EQ(pool.statistics().stream_bytes, 0u) << refused;

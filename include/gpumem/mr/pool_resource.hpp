@@ -276,10 +276,12 @@ struct pool_statistics {
 // A miss (no fit for a block) tries, in order, under the stream's lock alone: its extents; a block
 // of a larger class cut up; its cold class lists merged back (those not used since its previous
 // miss); all of its lists (at most 8 times per growth it makes). Then under the pool's mutex: a
-// slab of the free extents (for a block above max_cached_size in a chunked pool, while another
-// stream allocates too and the pool can still grow a step, the block and the stream's growth step
-// with it, at most its share of the pool: its next blocks need no mutex, and streams do not
-// interleave their blocks in one extent); free extents adjacent to its own merged into them;
+// slab of the free extents (for a block above max_cached_size in a chunked pool that can still
+// grow a step: while another stream allocates too, the block and the stream's growth step with
+// it, at most its share of the pool, so that its next blocks need no mutex and streams do not
+// interleave their blocks in one extent; in a pool that has no other stream, the whole extent, so
+// that what the stream frees next to the rest merges with it); free extents adjacent to its own
+// merged into them;
 // completed fences of every stream; the calling thread's caches. Blocks parked by OTHER streams are
 // reclaimed before growing only from streams that have not allocated since the pool last grew
 // (quiet: done, or only freeing) and only when those park at least half of what the pool holds (at
