@@ -45,22 +45,27 @@ T read_value(void const* device_ptr) {
   return value;
 }
 
+// Offset `row` of a strings column (0 to size()): the entry of its offsets child at the column's
+// offset and the child's own (a child may be a slice of a larger offsets column). One value read
+// inside a spill lock: the offsets stay spillable.
+std::int64_t offset_at(column const& strings, std::size_t row) {
+  column const& offsets = strings.child(0);
+  spill_lock lock;
+  auto const* base = static_cast<char const*>(offsets.data().get_ptr(access::read));
+  std::size_t const entry = offsets.offset() + strings.offset() + row;
+  return offsets.type() == type_id::int64
+             ? read_value<std::int64_t>(base + entry * 8)
+             : std::int64_t{read_value<std::int32_t>(base + entry * 4)};
+}
+
 // The characters the rows of a strings column span (clamped to its buffer: a malformed column is
 // reported by the kernel, row by row).
 std::size_t spanned_bytes(column const& c) {
   if (c.size() == 0 || c.children().empty() || c.child(0).size() < c.offset() + c.size() + 1)
     return 0;
-  column const& offsets = c.child(0);
-  spill_lock lock;  // two values read: the offsets stay spillable
-  auto const* base = static_cast<char const*>(offsets.data().get_ptr(access::read));
-  std::size_t const width = size_of(offsets.type());
-  auto const at = [&](std::size_t entry) {
-    return width == 8 ? read_value<std::int64_t>(base + entry * 8)
-                      : std::int64_t{read_value<std::int32_t>(base + entry * 4)};
-  };
   auto const chars = static_cast<std::int64_t>(c.data().size());
-  std::int64_t const first = std::clamp<std::int64_t>(at(c.offset()), 0, chars);
-  std::int64_t const last = std::clamp<std::int64_t>(at(c.offset() + c.size()), 0, chars);
+  std::int64_t const first = std::clamp<std::int64_t>(offset_at(c, 0), 0, chars);
+  std::int64_t const last = std::clamp<std::int64_t>(offset_at(c, c.size()), 0, chars);
   return last > first ? static_cast<std::size_t>(last - first) : 0;
 }
 
@@ -190,17 +195,8 @@ class transform_state {
     auto const input = static_cast<std::size_t>(key >> 48);
     std::size_t const row = static_cast<std::size_t>(key & ((1ull << 48) - 1));
     column const& in = *inputs[input];
-    column const& offsets = in.child(0);
-    auto const* base = static_cast<char const*>(offsets.data().get_ptr(access::read));
-    std::size_t const entry = in.offset() + row;
-    std::int64_t begin = 0, end = 0;
-    if (offsets.type() == type_id::int64) {
-      begin = read_value<std::int64_t>(base + entry * 8);
-      end = read_value<std::int64_t>(base + (entry + 1) * 8);
-    } else {
-      begin = read_value<std::int32_t>(base + entry * 4);
-      end = read_value<std::int32_t>(base + (entry + 1) * 4);
-    }
+    std::int64_t const begin = offset_at(in, row);
+    std::int64_t const end = offset_at(in, row + 1);
     std::ostringstream out;
     out << "strings::transform: input column " << input << " is malformed at row " << row
         << ": its offsets give characters [" << begin << ", " << end

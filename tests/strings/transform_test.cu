@@ -392,6 +392,38 @@ TEST_F(transform_test, malformed_column_is_refused_naming_the_row) {
   expect_balanced();
 }
 
+TEST_F(transform_test, an_offsets_child_that_is_a_slice_is_read_at_its_offset) {
+  // A strings column whose offsets child is a slice of a larger offsets column: the heap is sized
+  // from the characters its rows span, and a malformed row is named with its own offsets.
+  std::string const text(24 * gpumem::MiB, 'a');
+  gpumem::buffer const chars = gpumem::buffer::from_host(text.data(), text.size());
+  std::vector<std::int32_t> const offsets{0, 0, static_cast<std::int32_t>(text.size())};
+  gpumem::buffer all = gpumem::buffer::from_host(offsets.data(), offsets.size() * 4);
+  column::contents parts;
+  parts.type = gpumem::type_id::string;
+  parts.size = 1;
+  parts.data = chars;
+  parts.children.push_back(column(gpumem::type_id::int32, 3, all).slice(1, 3));  // {0, size}
+  column const sliced(std::move(parts));
+  gpumem::strings::transform_options o;
+  o.heap_factor = 1.0;
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(sliced, o),
+            gpumem::strings::heap_bytes_for(1, text.size(), o));
+  column const out = gpumem::strings::transform(sliced, identity{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), rows_t{text});
+  // The row's end moved past the characters after the column's checks.
+  std::int32_t const past = static_cast<std::int32_t>(text.size()) + 7;
+  gpumem::backend().copy(static_cast<char*>(all.get_ptr(gpumem::access::write)) + 8, &past, 4);
+  try {
+    (void)gpumem::strings::transform(sliced, identity{}, with_memsys());
+    FAIL() << "no logic_error";
+  } catch (gpumem::logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("[0, " + std::to_string(past) + ")"), std::string::npos) << what;
+  }
+  expect_balanced();
+}
+
 TEST_F(transform_test, the_default_heap_serves_rows_of_every_length) {
   // Results between the heap's small classes and a slab once took a whole 128 KiB slab each (7.8
   // times a 16 KiB+1 result) and ran the default heap out: every length must fit it.
