@@ -263,6 +263,16 @@ class transform_state {
       launchers.gather32(*ms, config(rows), gk);
     }
     synchronize();
+    // A UDF that released a reference it did not own freed its result before the gather: the
+    // release pass met a count of zero, and the characters copied may be another allocation's.
+    try {
+      ms->check();
+    } catch (logic_error const& e) {
+      throw logic_error(std::string("strings::transform: a UDF result was freed before it was "
+                                    "gathered (the UDF released a reference it did not own); no "
+                                    "column is returned: ") +
+                        e.what());
+    }
     fill_report(c, total, sizeof(Offset) == 8);
     if (c.null_rows == 0) mask = buffer();
     return gpumem::detail::unchecked_strings_column(rows, std::move(offsets), offset_type,

@@ -7,6 +7,7 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/strings/case.hpp>
 #include <gpumem/strings/combine.hpp>
+#include <gpumem/strings/managed_string.hpp>
 #include <gpumem/strings/transform.hpp>
 #include <gpumem/strings/udf_string.hpp>
 
@@ -312,6 +313,30 @@ TEST_F(transform_test, a_given_memsys_with_pending_errors_reports_them_first) {
   EXPECT_THROW((void)gpumem::strings::transform(c, spec_udf{}, o), gpumem::out_of_memory);
   column const out = gpumem::strings::transform(c, spec_udf{}, o);  // reported once, then clean
   EXPECT_EQ(out.to_host_strings(), (rows_t{"abababc"}));
+}
+
+struct releases_its_result {  // drops the only reference of the string it returns
+  GPUMEM_HD udf_result operator()(string_view s) const {
+    gpumem::strings::managed_string m = gpumem::strings::make_managed_string(s + s);
+    gpumem::strings::managed_string alias = m;  // a copied handle takes no reference
+    alias.release();                            // the count goes to 0: the string is freed
+    return m;
+  }
+};
+
+TEST_F(transform_test, a_result_the_udf_freed_fails_that_call) {
+  column const in = gpumem::strings_column_from_host(std::vector<std::string>{"ab", "cde"});
+  EXPECT_THROW((void)gpumem::strings::transform(in, releases_its_result{}), gpumem::logic_error);
+  try {
+    (void)gpumem::strings::transform(in, releases_its_result{}, with_memsys());
+    FAIL() << "no logic_error";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("freed before it was gathered"), std::string::npos)
+        << e.what();
+  }
+  // Reported by that call: the next one on the same memory system is not blamed.
+  column const out = gpumem::strings::transform(in, identity{}, with_memsys());
+  EXPECT_EQ(out.to_host_strings(), (rows_t{"ab", "cde"}));
 }
 
 TEST_F(transform_test, other_errors_are_logic_errors) {
