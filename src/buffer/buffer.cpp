@@ -81,7 +81,10 @@ std::shared_ptr<spill_registry> global_spill_registry() {
 buffer_storage::tracking tracking_for(buffer_options const& options) {
   buffer_storage::tracking track;
   track.copy_on_write = options.copy_on_write;
-  track.opted_out = !options.spillable && options.spill == nullptr;
+  GPUMEM_EXPECTS(options.spillable || options.spill == nullptr,
+                 "buffer: buffer_options::spillable is false (never spillable) but a spill manager "
+                 "is named in buffer_options::spill: give one or the other");
+  track.opted_out = !options.spillable;
   if (options.spill != nullptr) {
     GPUMEM_EXPECTS(
         options.memory == buffer_memory::device,

@@ -423,5 +423,19 @@ TEST(spill, only_device_memory_is_spillable) {
   EXPECT_THROW(buffer(64, o), logic_error);
 }
 
+TEST(spill, a_buffer_never_spillable_with_a_spill_manager_named_is_refused) {
+  spill_manager m(quiet());
+  buffer_options o;
+  o.spill = &m;
+  o.spillable = false;
+  try {
+    buffer b(64, o);
+    FAIL() << "no logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("spillable is false"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(m.device_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace gpumem

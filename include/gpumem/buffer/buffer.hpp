@@ -88,7 +88,7 @@ struct buffer_options {
   // the global spill manager, if there is one for the current device.
   spill_manager* spill = nullptr;
   // false: never spillable, even with a global spill manager; copies (copy(), as_copy_on_write(),
-  // column::copy) keep the opt-out.
+  // column::copy) keep the opt-out. With a spill manager named in `spill`: logic_error.
   bool spillable = true;
 };
 
