@@ -403,6 +403,34 @@ struct exhaust_big_kernel {
   }
 };
 
+// Aligned beyond the heap's blocks (256 bytes), with a destructor that counts.
+struct alignas(4096) page_aligned {
+  unsigned* destroyed;
+  GPUMEM_HD explicit page_aligned(unsigned* d) : destroyed(d) {}
+  GPUMEM_HD ~page_aligned() { gpumem::atomic_fetch_add(destroyed, 1u, gpumem::mem_order::relaxed); }
+};
+
+struct aligned_ref_kernel {
+  unsigned* misaligned;
+  unsigned* destroyed;
+  GPUMEM_HD void operator()(gpumem::thread_index const& t) const {
+    if (t.global() >= 32) return;
+    auto r = gpumem::nrt::make_ref<page_aligned>(destroyed);
+    if (!r) return;
+    if (reinterpret_cast<std::uintptr_t>(r.get()) % alignof(page_aligned) != 0)
+      gpumem::atomic_fetch_add(misaligned, 1u, gpumem::mem_order::relaxed);
+  }
+};
+
+TEST_F(nrt_test, make_ref_places_an_over_aligned_object_at_its_alignment) {
+  device_array<unsigned> counts(2);
+  gpumem::nrt::launch(ms(), {1, 32}, aligned_ref_kernel{counts.data(), counts.data() + 1});
+  std::vector<unsigned> const got = counts.to_host();
+  EXPECT_EQ(got[0], 0u) << "objects not at their alignment";
+  // Each thread's object, destroyed once (TearDown checks that every block came back).
+  EXPECT_EQ(got[1], 32u);
+}
+
 TEST_F(nrt_test, make_ref_on_an_exhausted_heap_gives_null_and_check_throws) {
   unsigned const n = 20000;  // 20000 x 4 KiB blocks > 64 MiB
   device_array<NRT_MemInfo*> out(n);

@@ -89,6 +89,9 @@ class ref {
 };
 
 namespace detail {
+// The heap's blocks are aligned to their size class up to this (docs/nrt.md).
+inline constexpr std::size_t heap_block_alignment = 256;
+
 // The meminfo and its object in one heap block, as cuDF's managed UDF strings are.
 template <class T>
 struct co_allocated {
@@ -103,19 +106,29 @@ GPUMEM_HD void destroy_object(void* data, std::size_t, void*) {
 }  // namespace detail
 
 // Constructs a T in a new heap block that also holds its meminfo (count 1). Returns a null ref
-// when the heap is exhausted (the memory system records it for check()).
+// when the heap is exhausted (the memory system records it for check()). A T aligned beyond the
+// heap's blocks (256 bytes: docs/nrt.md) is placed at its alignment inside a larger block
+// (NRT_MemInfo_alloc_aligned's layout).
 template <class T, class... Args>
 GPUMEM_HD ref<T> make_ref(Args&&... args) {
-  void* const block = NRT_Allocate(sizeof(detail::co_allocated<T>));
-  if (block == nullptr) return ref<T>();
-  auto* const both = static_cast<detail::co_allocated<T>*>(block);
-  T* const value = ::new (static_cast<void*>(&both->value)) T(std::forward<Args>(args)...);
-  // The meminfo is the first member, so freeing it frees the whole block.
-  NRT_MemInfo* const mi = &both->mi;
-  NRT_MemInfo_init(mi, value, sizeof(T),
-                   std::is_trivially_destructible<T>::value ? nullptr : &detail::destroy_object<T>,
-                   nullptr);
-  return ref<T>::adopt(mi);
+  NRT_dtor_function const dtor =
+      std::is_trivially_destructible<T>::value ? nullptr : &detail::destroy_object<T>;
+  if constexpr (alignof(T) > detail::heap_block_alignment) {
+    NRT_MemInfo* const mi = NRT_MemInfo_alloc_aligned(sizeof(T), alignof(T));
+    if (mi == nullptr) return ref<T>();
+    ::new (mi->data) T(std::forward<Args>(args)...);
+    mi->dtor = dtor;  // not shared yet: a plain store
+    return ref<T>::adopt(mi);
+  } else {
+    void* const block = NRT_Allocate(sizeof(detail::co_allocated<T>));
+    if (block == nullptr) return ref<T>();
+    auto* const both = static_cast<detail::co_allocated<T>*>(block);
+    T* const value = ::new (static_cast<void*>(&both->value)) T(std::forward<Args>(args)...);
+    // The meminfo is the first member, so freeing it frees the whole block.
+    NRT_MemInfo* const mi = &both->mi;
+    NRT_MemInfo_init(mi, value, sizeof(T), dtor, nullptr);
+    return ref<T>::adopt(mi);
+  }
 }
 
 }  // namespace gpumem::nrt
