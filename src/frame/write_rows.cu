@@ -9,7 +9,9 @@
 // staged first, copied into buffers of its own, as the array layer stages overlapping copies.
 // Null rows take only their validity bit: their elements keep what they held (Arrow leaves a null
 // row's value unspecified), so a handle sharing exposed data but not the mask (one the write made
-// or unshared) sees there the old value, never one that nobody wrote (docs/frame.md).
+// or unshared) sees there the old value, never one that nobody wrote (docs/frame.md); and the data
+// of a column whose mask is exposed is exposed too, so that both are written where the mask's
+// other handles see them.
 #include <gpumem/buffer/spill_lock.hpp>
 #include <gpumem/column/bitmask.hpp>
 #include <gpumem/column/column.hpp>
@@ -163,6 +165,12 @@ void write_rows(column& target, std::size_t begin, column const& values) {
     if (!parts.data.is_copy_on_write()) parts.data = parts.data.as_copy_on_write();
     if (!parts.null_mask.empty() && !parts.null_mask.is_copy_on_write())
       parts.null_mask = parts.null_mask.as_copy_on_write();
+    // An exposed mask is written in place, where every handle sharing it sees a row made valid:
+    // the data must be written there too, or such a handle would show the value under its old
+    // null, which nobody wrote. So the data is exposed with it (a pointer taken outside any spill
+    // lock), and written in place as well.
+    if (!parts.null_mask.empty() && parts.null_mask.is_exposed() && !parts.data.is_exposed())
+      (void)parts.data.get_ptr(access::read);
     std::size_t const rows = parts.offset + parts.size;
     spill_lock lock;  // the target's and the values' buffers, until the copy is done
     if (parts.null_mask.empty() && values.has_nulls()) {
