@@ -181,6 +181,9 @@ column::column(contents parts)
     detail::check_mask(null_mask_, rows, std::nullopt, what);
     return;
   }
+  GPUMEM_EXPECTS(children_.empty(), std::string(what) + ": a " + to_string(type_) +
+                                        " column has no children, not " +
+                                        std::to_string(children_.size()));
   std::size_t const width = size_of(type_);
   detail::check_holds(data_, rows, width, what, "data");
   detail::check_aligned(data_, width, what, "data");
@@ -219,6 +222,7 @@ column column::copy() const {
     column const offsets_copy(offsets.type(), rows + 1, 0, own_offsets, buffer(), {}, 0);
     return column(type_, size_, offset_ - first, data_, std::move(mask), {offsets_copy}, nulls);
   }
+  if (size_ == 0) return column(type_, 0, 0, buffer(), buffer(), {}, 0);  // no rows: no buffers
   std::size_t const width = size_of(type_);
   buffer data = data_.slice(first * width, rows * width).copy();
   return column(type_, size_, offset_ - first, std::move(data), std::move(mask), {}, nulls);

@@ -81,6 +81,12 @@ void check_strings_rows(column const& offsets, std::size_t offset, std::size_t s
   GPUMEM_EXPECTS(type == type_id::int32 || type == type_id::int64,
                  std::string(prefix) + ": strings offsets must be int32 or int64, not " +
                      to_string(offsets.type()));
+  // Arrow's offsets are never null, and a device view reads no mask of them.
+  GPUMEM_EXPECTS(!offsets.nullable(),
+                 std::string(prefix) +
+                     ": strings offsets have no null mask (the offsets child has "
+                     "one of " +
+                     std::to_string(offsets.null_mask().size()) + " bytes)");
   if (size == 0 && offsets.empty()) return;  // no rows and no offsets: nothing is read
   std::size_t entries = 0;                   // offset + size + 1
   GPUMEM_EXPECTS(checked_add(offset, size, entries) && checked_add(entries, 1, entries),

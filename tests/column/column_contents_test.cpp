@@ -108,6 +108,34 @@ TEST(column_contents, a_strings_column_needs_exactly_its_offsets_child) {
                            "column: strings offsets must be int32 or int64, not float32");
 }
 
+TEST(column_contents, a_fixed_width_column_has_no_children_and_offsets_no_mask) {
+  // A child of a fixed-width column would be dropped by every copy; a mask on strings offsets is
+  // read by nothing (Arrow's offsets are never null).
+  column::contents ints = column::from_host(std::vector<std::int32_t>{1, 2}).release();
+  ints.children.push_back(strings({"x"}, false));
+  test::expect_logic_error([&] { column{std::move(ints)}; },
+                           "column: a int32 column has no children, not 1");
+  column::contents masked = strings({"ab", "c"}, false).release();
+  column::contents offsets = masked.children.front().release();
+  offsets.null_mask = buffer(64);
+  masked.children.front() = column(std::move(offsets));
+  test::expect_logic_error([&] { column{std::move(masked)}; },
+                           "column: strings offsets have no null mask");
+}
+
+TEST(column_copy, a_copy_of_no_rows_of_a_nullable_column_has_no_buffers) {
+  std::vector<std::optional<std::int64_t>> rows(40, std::int64_t{7});
+  rows.back() = std::nullopt;
+  column const c = column::from_host(rows);
+  ASSERT_TRUE(c.nullable());
+  for (std::size_t at : {0u, 5u, 37u, 40u}) {
+    column const d = c.slice(at, at).copy();
+    EXPECT_EQ(d.size(), 0u) << at;
+    EXPECT_EQ(d.data().size(), 0u) << at;
+    EXPECT_FALSE(d.nullable()) << at;
+  }
+}
+
 TEST(column_contents, strings_offsets_and_mask_are_checked_over_the_rows) {
   std::vector<std::int32_t> const bad{0, 2, 1, 9};  // row 1 ends before it starts; 9 > 5 chars
   buffer const chars = buffer::from_host("abcde", 5);
