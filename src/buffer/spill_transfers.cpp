@@ -11,6 +11,7 @@
 #include "counted_pinned_resource.hpp"
 #include "spill_registry.hpp"
 
+#include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/cuda/detail/scoped_device.hpp>
@@ -39,6 +40,10 @@ spill_registry::spill_registry(int device, spill_options const& options)
                  "spill_options: statistics_level " + std::to_string(options.statistics_level) +
                      " is not 0, 1 or 2");
   GPUMEM_EXPECTS(options.copy_piece > 0, "spill_options: copy_piece is 0");
+  GPUMEM_EXPECTS(options.host_pool_growth <= max_allocation_bytes,
+                 "spill_options: host_pool_growth " + std::to_string(options.host_pool_growth) +
+                     " B is above the largest allocation (" + std::to_string(max_allocation_bytes) +
+                     " B)");
   scoped_device on_device(device_);
   to_host_stream_ = backend_->create_stream(true);
   try {

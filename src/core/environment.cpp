@@ -121,8 +121,7 @@ std::size_t parse_bytes(char const* name, std::string const& text) {
 double parse_factor(char const* name, std::string const& text) {
   char* end = nullptr;
   double const value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0 ||
-      value > 1e6)
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0)
     invalid(name, text);
   return value;
 }

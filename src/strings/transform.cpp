@@ -77,7 +77,8 @@ std::size_t heap_bytes_for(std::size_t rows, std::size_t char_bytes,
   environment const env = environment_snapshot();
   double const factor = options.heap_factor.value_or(env.string_heap_factor);
   GPUMEM_EXPECTS(std::isfinite(factor) && factor >= 0,
-                 "strings::transform: heap_factor must be a finite number >= 0");
+                 "strings::transform: heap_factor must be a finite number >= 0, not " +
+                     std::to_string(factor));
   std::size_t const per_row = options.heap_bytes_per_row.value_or(env.string_heap_bytes_per_row);
   double const scaled = std::ceil(factor * static_cast<double>(char_bytes));
   std::size_t const from_chars =

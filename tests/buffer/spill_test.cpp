@@ -423,6 +423,25 @@ TEST(spill, only_device_memory_is_spillable) {
   EXPECT_THROW(buffer(64, o), logic_error);
 }
 
+TEST(spill, bad_options_are_refused_naming_the_option) {
+  spill_options o = quiet();
+  o.statistics_level = 3;
+  EXPECT_THROW(spill_manager{o}, logic_error);
+  o = quiet();
+  o.copy_piece = 0;
+  EXPECT_THROW(spill_manager{o}, logic_error);
+  o = quiet();
+  o.host_pool_growth = ~std::size_t{0};
+  try {
+    spill_manager m(o);
+    FAIL() << "no logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("host_pool_growth 18446744073709551615"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(spill, a_buffer_never_spillable_with_a_spill_manager_named_is_refused) {
   spill_manager m(quiet());
   buffer_options o;

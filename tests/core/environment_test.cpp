@@ -137,8 +137,13 @@ TEST(environment, string_heap_sizing_variables) {
     EXPECT_EQ(gpumem::environment_snapshot().string_heap_bytes_per_row, 1024u);
   }
   {
-    scoped_env bad("GPUMEM_STRING_HEAP_FACTOR", "-1");
-    EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_FACTOR"), std::string::npos);
+    scoped_env huge("GPUMEM_STRING_HEAP_FACTOR", "1e300");  // any finite number: the size saturates
+    gpumem::reload_environment();
+    EXPECT_EQ(gpumem::environment_snapshot().string_heap_factor, 1e300);
+  }
+  for (char const* text : {"-1", "inf", "nan", "2x"}) {
+    scoped_env bad("GPUMEM_STRING_HEAP_FACTOR", text);
+    EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_FACTOR"), std::string::npos) << text;
   }
   {
     scoped_env bad("GPUMEM_STRING_HEAP_BYTES_PER_ROW", "many");

@@ -475,6 +475,16 @@ TEST_F(transform_test, heap_sizing_from_the_input) {
   EXPECT_EQ(gpumem::strings::heap_bytes_for(rows, chars, o), 12345u);
   column const c = gpumem::strings_column_from_host(std::vector<std::string>{"abc", "de"});
   EXPECT_EQ(gpumem::strings::heap_bytes_for(c), gpumem::strings::min_heap_bytes);
+  o.heap_bytes = 0;
+  o.heap_factor = 1e300;  // saturates: creating such a heap is then an out_of_memory
+  EXPECT_EQ(gpumem::strings::heap_bytes_for(rows, chars, o), ~std::size_t{0});
+  o.heap_factor = -1.5;
+  try {
+    (void)gpumem::strings::heap_bytes_for(rows, chars, o);
+    FAIL() << "no logic_error";
+  } catch (gpumem::logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("not -1.5"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
