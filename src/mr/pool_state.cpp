@@ -11,6 +11,7 @@
 #include <gpumem/core/units.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -25,6 +26,12 @@ std::atomic<std::uint64_t> next_pool_id{1};
 // After this many misses that had to merge every cache and list back (and then found a fit), the
 // next such miss grows the pool instead: see obtain.
 constexpr std::uint64_t pool_thrash_misses = 8;
+// A miss waits this long for a synchronisation of orphaned streams in flight before it grows.
+constexpr auto pool_orphan_wait = std::chrono::milliseconds(2);
+// Growths in a row one miss makes while other threads take what each growth added (threads that
+// share the calling stream carve its extents without the mutex) before it goes on to the
+// last resorts.
+constexpr int pool_growth_attempts = 4;
 
 }  // namespace
 
@@ -328,7 +335,8 @@ std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s
 //      extents: an expandable pool, 16 threads on bench_alloc's large trace (an H200), grew on
 //      10,766 misses per pass instead of 66, at 23-26 us per pair instead of 0.15-0.18;
 //   4b. the memory of orphaned streams (created streams no thread's stack names: done with, or
-//      destroyed), once it is a quarter of the pool: one device synchronisation;
+//      destroyed), once it is a quarter of the pool: one device synchronisation, on a thread of
+//      its own, waited for at most pool_orphan_wait;
 //   5. growth (the upstream's call without the mutex), after giving back chunks too small for the
 //      request: chunk_size for each stream that came short (past step 1's first fit) since the
 //      last growth, up to the pool's share per stream (growth_step_locked), so that the next
@@ -363,9 +371,26 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // held fits of hundreds of MiB.
   if (std::uintptr_t const stolen = take_from_other_stream_locked(size, s))
     return reinterpret_cast<void*>(stolen);
+  // Streams no thread cache names any more hold memory that only their own next call would fence:
+  // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
+  // (and at least this request), a device synchronisation on a thread of its own frees it.
+  // One in flight frees what the orphans hold in a moment, as a rule (nothing of theirs is
+  // queued): a miss waits for it a little (device work may wait for the calling thread). Growing
+  // instead made every such cycle a growth, and a loop that creates a stream, allocates on it and
+  // destroys it without release_stream grew the pool to the whole device (the host backend: 2.0
+  // GB for 6,000 streams of one 1000-byte block each).
+  auto const from_orphans = [&]() -> void* {
+    if (!orphan_sync_running_ &&
+        parked_by_others_locked(s, orphaned) >= std::max(pool_round_up(size), held_ / 4))
+      start_orphan_sync_locked();
+    if (!orphan_sync_running_) return nullptr;
+    growth_done_.wait_for(lock, pool_orphan_wait, [this] { return !orphan_sync_running_; });
+    return fit_locked(size, s);
+  };
   // A pool that keeps missing here is too tight for the workload: merging everything back and
-  // carving it up again on every miss costs far more than one more chunk.
+  // carving it up again on every miss costs far more than one more chunk (unless orphans hold it).
   if (misses_since_growth_ >= pool_thrash_misses) {
+    if (void* p = from_orphans()) return p;
     if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
     if (grow(lock, size, &s)) {
       reset_full_drains(s);
@@ -392,18 +417,15 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   std::size_t const parked = reclaims_since_growth_ == 0 ? parked_by_others_locked(s, quiet) : 0;
   if (parked > 0 && parked >= held_ / 2)
     if (void* p = reclaim_other_streams_locked(size, s, /*quiet_only=*/true)) return p;
-  // Streams no thread cache names any more hold memory that only their own next call would fence:
-  // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
-  // (and at least this request), a device synchronisation on a thread of its own frees it for a
-  // later miss; this one does not wait (device work may wait for the calling thread).
-  if (!orphan_sync_running_ &&
-      parked_by_others_locked(s, orphaned) >= std::max(pool_round_up(size), held_ / 4))
-    start_orphan_sync_locked();
+  if (void* p = from_orphans()) return p;
   // Completely free chunks, and chunks wholly freed on the calling stream, are too small for this
   // request (or it would fit): give them back before growing, so that what the pool holds follows
   // the shape of the workload, not its history.
   if (options_.trim_before_growth) trim_unlocked(lock, fenceable(s) ? &s : nullptr);
-  if (grow(lock, size, &s)) {
+  // Threads that share `s` may carve what a growth added to its extents before this thread has the
+  // mutex again (an expandable pool's growth next to `s`'s own extents joins them): while growths
+  // succeed, the device has room, and out_of_memory would be wrong.
+  for (int attempt = 0; attempt < pool_growth_attempts && grow(lock, size, &s); ++attempt) {
     reset_full_drains(s);
     if (void* p = fit_locked(size, s)) return p;
   }

@@ -484,8 +484,8 @@ class pool_state {
   std::size_t growth_floor_next_ = 0;
   bool growth_refused_ = false;  // the last growth failed (maximum_size, or the upstream refused)
   std::size_t growing_ = 0;      // bytes being taken from the upstream with mutex_ released
-  // Notified (under mutex_) when a growth in flight ends: growing_ or range_.claimed_bytes went
-  // down.
+  // Notified (under mutex_) when a growth in flight ends (growing_ or range_.claimed_bytes went
+  // down) and when the orphan synchronisation is done.
   std::condition_variable growth_done_;
   pool_range_state range_;  // expandable pools (pool_range_state.hpp)
   std::size_t peak_held_ = 0;

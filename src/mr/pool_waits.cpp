@@ -98,6 +98,7 @@ void pool_state::start_orphan_sync_locked() noexcept {
       complete_cuts_locked(cuts, synchronized);
       reap_retired_locked();
       orphan_sync_running_ = false;
+      growth_done_.notify_all();  // a miss may be waiting for it (obtain)
     });
     orphan_sync_running_ = true;
   } catch (...) {  // no thread: the next miss tries again

@@ -135,5 +135,23 @@ TEST_F(pool_test, a_miss_does_not_wait_for_a_stream_the_calling_thread_holds_bac
   backend().destroy_stream(x);
 }
 
+// Streams made, used for one block and destroyed without release_stream: each leaves a slab as an
+// orphan. A miss waits a little for the synchronisation that frees the orphans' memory instead of
+// growing at every such cycle (which grew the pool to the whole device), so what the pool holds
+// stays bounded: the streams the thread's caches still name (at most 32, a slab each) and up to a
+// quarter of the pool in orphans.
+TEST_F(pool_test, streams_destroyed_without_release_leave_the_pool_bounded) {
+  pool_resource pool(upstream);
+  for (std::size_t const bytes : {std::size_t{1000}, std::size_t{300000}}) {
+    for (int i = 0; i < 2000; ++i) {
+      stream_handle const s = backend().create_stream(true);
+      pool.deallocate(pool.allocate(bytes, s), bytes, s);
+      backend().destroy_stream(s);
+    }
+    EXPECT_LT(pool.statistics().held_bytes, 640 * MiB) << bytes << "-byte blocks";
+  }
+  pool.trim();
+}
+
 }  // namespace
 }  // namespace gpumem
