@@ -44,7 +44,10 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
 bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
                                   pool_chunk*& chunk) noexcept {
   pool_large_blocks::outcome const found = large_blocks_.remove(addr, size, chunk);
-  if (found != pool_large_blocks::outcome::removed) report_refused_deallocation();
+  if (found != pool_large_blocks::outcome::removed) {
+    report_refused_deallocation();
+    invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
+  }
   switch (found) {
     case pool_large_blocks::outcome::removed:
       return true;
@@ -78,6 +81,7 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
     try {
       if (!add_extent(s.extents, addr, size, s.epoch, chunk)) {
         report_refused_deallocation();  // the block being freed lies on free memory
+        invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
         return own_free::refused;
       }
     } catch (std::exception const&) {

@@ -300,6 +300,7 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
     // A live large block freed with a cached size: it would go to a stack and be handed out again
     // while its owner still uses it.
     report_refused_deallocation();
+    invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
     log(log_level::error,
         name() + ": deallocate(" + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
             std::to_string(bytes) + " B): the block was allocated with another size; ignored");

@@ -42,11 +42,18 @@ TEST_F(pool_test, a_large_block_freed_with_a_cached_size_is_caught_without_track
   EXPECT_FALSE(test::overlap(small, 256, big, 8 * MiB)) << "a live block handed out again";
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("allocated with another size"), std::string::npos) << errors[0];
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 1u);
   pool.check_invariants();
   pool.deallocate(small, 256, a);
   pool.deallocate(big, 8 * MiB, a);
   void* again = pool.allocate(8 * MiB, a);
   pool.deallocate(again, 8 * MiB, a);
+  {
+    test::error_log_capture log;
+    pool.deallocate(again, 8 * MiB, a);  // a second free of a large block: counted too
+    EXPECT_EQ(log.errors().size(), 1u);
+  }
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 2u);
   pool.check_invariants();
 }
 

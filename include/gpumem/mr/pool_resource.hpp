@@ -179,8 +179,10 @@ struct pool_statistics {
   std::uint64_t idle_takes = 0;
   std::uint64_t upstream_allocations = 0;
   std::uint64_t upstream_deallocations = 0;
-  // Frees ignored as invalid: caught by track_blocks, after close() beyond what was live then, or
-  // a cached-size block freed again while still among the last on the thread's stack.
+  // Frees ignored as invalid (each also logged at error level): caught by track_blocks, after
+  // close() beyond what was live then, a block above max_cached_size that is not live or is freed
+  // with another size, a live one freed with a cached size, a cached-size block freed again while
+  // still among the last on the thread's stack, and a range that overlaps free memory.
   std::uint64_t invalid_deallocations = 0;
   // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
   // large blocks, flushes): per allocate+free pair, this is what limits scaling.
