@@ -420,7 +420,7 @@ TEST_F(transform_test, malformed_column_is_refused_naming_the_row) {
 TEST_F(transform_test, an_offsets_child_that_is_a_slice_is_read_at_its_offset) {
   // A strings column whose offsets child is a slice of a larger offsets column: the heap is sized
   // from the characters its rows span, and a malformed row is named with its own offsets.
-  std::string const text(24 * gpumem::MiB, 'a');
+  std::string const text(256 * gpumem::KiB, 'a');  // with a factor of 100, above the 16 MiB floor
   gpumem::buffer const chars = gpumem::buffer::from_host(text.data(), text.size());
   std::vector<std::int32_t> const offsets{0, 0, static_cast<std::int32_t>(text.size())};
   gpumem::buffer all = gpumem::buffer::from_host(offsets.data(), offsets.size() * 4);
@@ -431,7 +431,8 @@ TEST_F(transform_test, an_offsets_child_that_is_a_slice_is_read_at_its_offset) {
   parts.children.push_back(column(gpumem::type_id::int32, 3, all).slice(1, 3));  // {0, size}
   column const sliced(std::move(parts));
   gpumem::strings::transform_options o;
-  o.heap_factor = 1.0;
+  o.heap_factor = 100.0;
+  EXPECT_GT(gpumem::strings::heap_bytes_for(1, text.size(), o), gpumem::strings::min_heap_bytes);
   EXPECT_EQ(gpumem::strings::heap_bytes_for(sliced, o),
             gpumem::strings::heap_bytes_for(1, text.size(), o));
   column const out = gpumem::strings::transform(sliced, identity{}, with_memsys());
