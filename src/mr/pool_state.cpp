@@ -26,8 +26,9 @@ std::atomic<std::uint64_t> next_pool_id{1};
 // After this many misses that had to merge every cache and list back (and then found a fit), the
 // next such miss grows the pool instead: see obtain.
 constexpr std::uint64_t pool_thrash_misses = 8;
-// A miss waits this long for a synchronisation of orphaned streams in flight before it grows.
-constexpr auto pool_orphan_wait = std::chrono::milliseconds(2);
+// A miss waits for a synchronisation of orphaned streams until it has run this long, then grows
+// (a loaded host takes milliseconds to start its thread; 2 ms let the pool grow at most cycles).
+constexpr auto pool_orphan_wait = std::chrono::milliseconds(20);
 // Growths in a row one miss makes while other threads take what each growth added (threads that
 // share the calling stream carve its extents without the mutex) before it goes on to the
 // last resorts.
@@ -336,7 +337,7 @@ std::size_t pool_state::large_slab_locked(std::size_t size, pool_stream const& s
 //      10,766 misses per pass instead of 66, at 23-26 us per pair instead of 0.15-0.18;
 //   4b. the memory of orphaned streams (created streams no thread's stack names: done with, or
 //      destroyed), once it is a quarter of the pool: one device synchronisation, on a thread of
-//      its own, waited for at most pool_orphan_wait;
+//      its own, waited for (once per call) until it has run pool_orphan_wait;
 //   5. growth (the upstream's call without the mutex), after giving back chunks too small for the
 //      request: chunk_size for each stream that came short (past step 1's first fit) since the
 //      last growth, up to the pool's share per stream (growth_step_locked), so that the next
@@ -374,17 +375,23 @@ void* pool_state::obtain(std::unique_lock<std::mutex>& lock, std::size_t size, p
   // Streams no thread cache names any more hold memory that only their own next call would fence:
   // streams done with, or destroyed without release_stream. Once they hold a quarter of the pool
   // (and at least this request), a device synchronisation on a thread of its own frees it.
-  // One in flight frees what the orphans hold in a moment, as a rule (nothing of theirs is
-  // queued): a miss waits for it a little (device work may wait for the calling thread). Growing
-  // instead made every such cycle a growth, and a loop that creates a stream, allocates on it and
-  // destroys it without release_stream grew the pool to the whole device (the host backend: 2.0
-  // GB for 6,000 streams of one 1000-byte block each).
+  // On a device with nothing queued that takes microseconds: a miss that the orphans could serve
+  // waits for one started less than pool_orphan_wait ago, up to that long, once per call (not
+  // longer: device work may wait for the calling thread, and a busy device takes as long as its
+  // work). Growing at once instead made every such cycle a growth, and a loop that creates a
+  // stream, allocates on it and destroys it without release_stream grew the pool to the whole
+  // device (the host backend: 2.0 GB for 6,000 streams of one 1000-byte block each).
+  bool orphans_tried = false;
   auto const from_orphans = [&]() -> void* {
-    if (!orphan_sync_running_ &&
-        parked_by_others_locked(s, orphaned) >= std::max(pool_round_up(size), held_ / 4))
-      start_orphan_sync_locked();
+    if (orphans_tried) return nullptr;
+    orphans_tried = true;
+    std::size_t const orphans = parked_by_others_locked(s, orphaned);
+    if (orphans < pool_round_up(size)) return nullptr;
+    if (!orphan_sync_running_ && orphans >= held_ / 4) start_orphan_sync_locked();
     if (!orphan_sync_running_) return nullptr;
-    growth_done_.wait_for(lock, pool_orphan_wait, [this] { return !orphan_sync_running_; });
+    auto const until = orphan_sync_since_ + pool_orphan_wait;
+    if (!growth_done_.wait_until(lock, until, [this] { return !orphan_sync_running_; }))
+      return nullptr;
     return fit_locked(size, s);
   };
   // A pool that keeps missing here is too tight for the workload: merging everything back and

@@ -32,6 +32,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -197,10 +198,10 @@ class pool_state {
   // fails). Returns their address. Never throws.
   std::uintptr_t take_slab_held(pool_extent_entry& free, std::size_t size, std::size_t slab,
                                 pool_stream& s) noexcept;
-  // The slab a large miss of `size` bytes on `s` takes from a free extent (at least `size`): a
-  // stream's growth step, or its share of the pool (held_ / streams) if that is less; the whole
-  // extent (SIZE_MAX) while no other stream allocates; `size` alone for an expandable pool, after
-  // a failed growth, or near maximum_size.
+  // The slab a large miss of `size` bytes on `s` takes from a free extent (at least `size`): while
+  // another stream allocates, a stream's growth step, or its share of the pool (held_ / streams)
+  // if that is less; the whole extent (SIZE_MAX) when `s` is the pool's only stream; `size` alone
+  // otherwise, and in an expandable pool, after a failed growth, or near maximum_size.
   std::size_t large_slab_locked(std::size_t size, pool_stream const& s) const noexcept;
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));
@@ -273,7 +274,8 @@ class pool_state {
   // (logged) if it failed.
   bool synchronize_device() noexcept;
   // Cuts the orphaned streams' memory and synchronises the device on a thread of its own
-  // (orphan_sync_), which then completes the cuts: no caller waits for the device. One at a time.
+  // (orphan_sync_), which then completes the cuts: a miss waits for it only briefly (obtain's
+  // pool_orphan_wait). One at a time.
   void start_orphan_sync_locked() noexcept;
   // Waits for the orphan synchronisation's thread, if any (without mutex_): close(), destructor.
   void join_orphan_sync() noexcept;
@@ -438,6 +440,7 @@ class pool_state {
   stream_handle growth_stream_ = nullptr;  // the pool's own (grow), made on first use
   std::thread orphan_sync_;                // start_orphan_sync_locked's thread
   bool orphan_sync_running_ = false;       // under mutex_
+  std::chrono::steady_clock::time_point orphan_sync_since_;  // when it started (under mutex_)
   bool has_per_thread_handle_ = false;
   std::atomic<std::uint64_t> flush_request_{0};
   // close(): open until then; afterwards frees only count (closed_frees_) and the destructor

@@ -53,6 +53,13 @@ pool_stream& pool_state::stream_locked(stream_handle handle) {
   s->class_used.resize(num_classes_);
   pool_stream& added = *streams_.emplace(key, std::move(s)).first->second;
   stream_count_.store(streams_.size(), std::memory_order_relaxed);
+  // The pool's only stream until now may have taken whole free extents (large_slab_locked): it
+  // is asked to fence what it holds in its next call, so that the newcomer's misses can have it
+  // once that fence completes, instead of growing beside it.
+  if (streams_.size() == 2)
+    for (auto& entry : streams_)
+      if (entry.second.get() != &added && entry.second->extents.bytes() > 0)
+        entry.second->fence_wanted.store(true, std::memory_order_relaxed);
   return added;
 }
 

@@ -101,6 +101,7 @@ void pool_state::start_orphan_sync_locked() noexcept {
       growth_done_.notify_all();  // a miss may be waiting for it (obtain)
     });
     orphan_sync_running_ = true;
+    orphan_sync_since_ = std::chrono::steady_clock::now();
   } catch (...) {  // no thread: the next miss tries again
     complete_cuts_locked(cuts, false);
   }

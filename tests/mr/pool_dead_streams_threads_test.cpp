@@ -143,12 +143,14 @@ TEST_F(pool_test, a_miss_does_not_wait_for_a_stream_the_calling_thread_holds_bac
 TEST_F(pool_test, streams_destroyed_without_release_leave_the_pool_bounded) {
   pool_resource pool(upstream);
   for (std::size_t const bytes : {std::size_t{1000}, std::size_t{300000}}) {
-    for (int i = 0; i < 2000; ++i) {
+    for (int i = 0; i < 4000; ++i) {
       stream_handle const s = backend().create_stream(true);
       pool.deallocate(pool.allocate(bytes, s), bytes, s);
       backend().destroy_stream(s);
     }
-    EXPECT_LT(pool.statistics().held_bytes, 640 * MiB) << bytes << "-byte blocks";
+    // About 320 MiB here; growing at every cycle, 1.2 GB per 2,000 streams. A synchronisation
+    // slower than the wait (a loaded machine, a sanitizer) costs a growth, not a failure.
+    EXPECT_LT(pool.statistics().held_bytes, 1 * GiB) << bytes << "-byte blocks";
   }
   pool.trim();
 }

@@ -85,6 +85,25 @@ TEST_F(pool_test, a_pool_used_from_one_stream_gives_it_the_whole_free_extent_on_
   pool.check_invariants();
 }
 
+TEST_F(pool_test, a_stream_that_took_the_whole_extent_fences_it_when_a_second_stream_comes) {
+  // b, alone, takes the whole extent; a arrives and, finding nothing free, grows. b is asked to
+  // fence what it holds in its next call: a's next miss then finds it free, without growing.
+  pool_resource pool(upstream, large_only(64 * MiB, 16 * MiB));
+  void* on_b = pool.allocate(4 * MiB, b);
+  EXPECT_EQ(pool.statistics().stream_bytes, 60 * MiB);
+  void* on_a = pool.allocate(2 * MiB, a);
+  pool.deallocate(on_b, 4 * MiB, b);  // b's next call: the fence
+  EXPECT_EQ(pool.statistics().events_recorded, 1u);
+  backend().synchronize();
+  std::uint64_t const grown = pool.statistics().upstream_allocations;
+  void* big = pool.allocate(48 * MiB, a);
+  EXPECT_EQ(pool.statistics().upstream_allocations, grown) << "b's 64 MiB did not come back";
+  pool.check_invariants();
+  pool.deallocate(big, 48 * MiB, a);
+  pool.deallocate(on_a, 2 * MiB, a);
+  pool.check_invariants();
+}
+
 TEST_F(pool_test, no_slab_when_the_pool_cannot_grow_a_step_more) {
   // At maximum_size, or after a growth failed (the device is full), memory moved to one stream
   // would only make the next stream's miss reclaim it (a fence, or a wait for that stream's
