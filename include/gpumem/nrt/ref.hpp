@@ -89,8 +89,9 @@ class ref {
 };
 
 namespace detail {
-// The heap's blocks are aligned to their size class up to this (docs/nrt.md).
-inline constexpr std::size_t heap_block_alignment = 256;
+// What every heap's blocks are aligned to: gpumem's slab heap aligns them to their size class up
+// to 256 bytes (docs/nrt.md), but CUDA's in-kernel malloc heap (heap_kind::cuda_malloc) only to 16.
+inline constexpr std::size_t heap_block_alignment = 16;
 
 // The meminfo and its object in one heap block, as cuDF's managed UDF strings are.
 template <class T>
@@ -106,8 +107,8 @@ GPUMEM_HD void destroy_object(void* data, std::size_t, void*) {
 }  // namespace detail
 
 // Constructs a T in a new heap block that also holds its meminfo (count 1). Returns a null ref
-// when the heap is exhausted (the memory system records it for check()). A T aligned beyond the
-// heap's blocks (256 bytes: docs/nrt.md) is placed at its alignment inside a larger block
+// when the heap is exhausted (the memory system records it for check()). A T aligned beyond what
+// every heap's blocks are (16 bytes) is placed at its alignment inside a larger block
 // (NRT_MemInfo_alloc_aligned's layout).
 template <class T, class... Args>
 GPUMEM_HD ref<T> make_ref(Args&&... args) {
