@@ -336,6 +336,13 @@ void* buffer::get_ptr(access mode, char const* file, int line) {
   return tracked_ptr(mode, file, line);
 }
 
+void* buffer::expose(char const* file, int line) {
+  if (storage_ == nullptr) return nullptr;
+  if (!storage_->tracked()) return const_cast<void*>(address());
+  void* const base = storage_->acquire(detail::pointer_use::expose, file, line);
+  return static_cast<unsigned char*>(base) + offset_;
+}
+
 void const* buffer::get_ptr(access mode, char const* file, int line) const {
   GPUMEM_EXPECTS(mode == access::read,
                  "buffer::get_ptr: write access asked for through a const buffer");

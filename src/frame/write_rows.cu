@@ -159,18 +159,20 @@ void write_rows(column& target, std::size_t begin, column const& values) {
   // are the only ones of this column, and get_ptr(access::write) gives them bytes of their own
   // when any other handle (a shallow copy, a view, another frame) shares them. Buffers that are
   // not copy-on-write are first copied into copy-on-write ones: only the buffer layer can tell
-  // whether their bytes are shared.
+  // whether their bytes are shared (but for the data of a column whose mask is exposed: below).
   column::contents parts = target.release();
   try {
-    if (!parts.data.is_copy_on_write()) parts.data = parts.data.as_copy_on_write();
     if (!parts.null_mask.empty() && !parts.null_mask.is_copy_on_write())
       parts.null_mask = parts.null_mask.as_copy_on_write();
     // An exposed mask is written in place, where every handle sharing it sees a row made valid:
     // the data must be written there too, or such a handle would show the value under its old
-    // null, which nobody wrote. So the data is exposed with it (a pointer taken outside any spill
-    // lock), and written in place as well.
-    if (!parts.null_mask.empty() && parts.null_mask.is_exposed() && !parts.data.is_exposed())
-      (void)parts.data.get_ptr(access::read);
+    // null, which nobody wrote. So the data is exposed with it (copy-on-write data), or kept
+    // (other data is written in place as it is), never copied first.
+    if (!parts.null_mask.empty() && parts.null_mask.is_exposed()) {
+      if (parts.data.is_copy_on_write()) (void)parts.data.expose();
+    } else if (!parts.data.is_copy_on_write()) {
+      parts.data = parts.data.as_copy_on_write();
+    }
     std::size_t const rows = parts.offset + parts.size;
     spill_lock lock;  // the target's and the values' buffers, until the copy is done
     if (parts.null_mask.empty() && values.has_nulls()) {

@@ -198,6 +198,22 @@ TEST(copy_on_write, a_read_export_exposes_the_shared_owner_for_every_handle) {
   EXPECT_EQ(b.get_ptr(access::write), exported);  // in place: the exporter may read it
 }
 
+TEST(copy_on_write, expose_inside_a_spill_lock_exposes_the_shared_owner) {
+  // get_ptr inside a lock only lends the address; expose() hands it out for good, lock or not.
+  auto const original = pattern(128, 29);
+  buffer a = buffer::from_host(original.data(), original.size(), cow());
+  buffer b = a;
+  spill_lock lock;
+  (void)a.get_ptr(access::read);
+  EXPECT_FALSE(a.is_exposed());
+  void* const exposed = a.expose();
+  EXPECT_TRUE(a.is_exposed());
+  EXPECT_TRUE(b.is_exposed());
+  EXPECT_EQ(b.get_ptr(access::write), exposed);  // in place, where the address's holder sees it
+  buffer none;
+  EXPECT_EQ(none.expose(), nullptr);
+}
+
 TEST(copy_on_write, reads_do_not_unshare) {
   auto const original = pattern(64, 10);
   buffer a = buffer::from_host(original.data(), original.size(), cow());

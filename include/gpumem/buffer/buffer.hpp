@@ -146,6 +146,12 @@ class buffer {
   void const* get_ptr(access mode, char const* file = __builtin_FILE(),
                       int line = __builtin_LINE()) const;
 
+  // Exposes a spillable or copy-on-write buffer as get_ptr does outside any spill lock, even
+  // inside one: its bytes stay on the device and are written in place, where every handle
+  // sharing them sees them (a third party may hold the address). Returns the address. Unspilling
+  // may throw out_of_memory.
+  void* expose(char const* file = __builtin_FILE(), int line = __builtin_LINE());
+
   // Spilling state (false for buffers without a spill manager).
   bool is_spillable() const noexcept;
   bool is_spilled() const noexcept;
