@@ -94,8 +94,9 @@ struct result {
   // gpumem: upstream allocations + deallocations per timed run (a warm pool that still grows or
   // trims makes a cudaMalloc or cudaFree for each).
   double upstream_calls = -1;
-  // gpumem: no growth in the last timed run. Else what the pool holds had not settled (a pool
-  // whose streams take memory from each other may grow for hundreds of passes).
+  // gpumem: no growth in the last timed run (for an expandable pool, also none that moved
+  // memory: each counts as an upstream allocation). Else what the pool holds had not settled (a
+  // pool whose streams take memory from each other may grow for hundreds of passes).
   bool settled = true;
 };
 
@@ -481,7 +482,8 @@ int run(int argc, char** argv) {
       "\ngpumem scaling: throughput at n threads / at 1 thread (each thread its own trace and "
       "stream).\n\nmemory: peak bytes held / the sum of the threads' peak bytes live (gpumem: the "
       "pool's peak;\nothers: device memory in use after the timed runs; +: the pool still grew "
-      "in its last timed run,\nso that it may hold more in a longer one); replays: gpumem's "
+      "(or moved memory)\nin its last timed run, so that it may hold more in a longer one); "
+      "replays: gpumem's "
       "fragmentation over\n%s.\n\n",
       replayed.empty() ? "no log" : replayed.c_str());
   memory.print();

@@ -47,7 +47,7 @@
 //   * a UDF result freed before the gather (the UDF released a reference it did not own):
 //     gpumem::logic_error from that call, after the gather found the count at zero.
 // Device code never traps. A UDF's other refcount mistakes are reported by memsys::check() as
-// logic_error (a given memory system's, by the next call).
+// logic_error, from the call whose UDF made them.
 //
 // Threads and streams: the work runs on options.stream; transform returns when the column is
 // complete. Any number of threads may call transform at once; the calls run one after another (a
