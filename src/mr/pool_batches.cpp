@@ -1,7 +1,8 @@
 // pool_resource's back end: batches between thread caches and the per-stream class lists (refill,
 // carve, overflow, flush) and the lifetimes of thread caches. The large-size path is in
 // pool_large_path.cpp, the whole-pool operations in pool_operations.cpp, the extents in
-// pool_state.cpp, fences in pool_fences.cpp, growth in pool_growth.cpp and pool_range.cpp.
+// pool_state.cpp and pool_obtain.cpp, fences in pool_fences.cpp, growth in pool_growth.cpp and
+// pool_range.cpp.
 #include "pool_state.hpp"
 
 #include <gpumem/core/error.hpp>

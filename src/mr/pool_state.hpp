@@ -1,9 +1,9 @@
 // Internals of pool_resource (private to src/mr/pool_*.cpp).
 //
 // pool_state is the pool: the front end (thread caches, pool_thread_cache.cpp) and the shared back
-// end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_streams.cpp,
-// pool_fences.cpp, pool_waits.cpp, pool_batches.cpp, pool_large_path.cpp, pool_operations.cpp,
-// pool_growth.cpp, pool_range.cpp, pool_invariants.cpp). Locks:
+// end (chunks, free extents, per-stream ownership and fences: pool_state.cpp, pool_obtain.cpp,
+// pool_streams.cpp, pool_fences.cpp, pool_waits.cpp, pool_batches.cpp, pool_large_path.cpp,
+// pool_operations.cpp, pool_growth.cpp, pool_range.cpp, pool_invariants.cpp). Locks:
 //   * pool_state::mutex_ guards the chunks, the free extents, fences, growth and the stream table;
 //   * each pool_stream::mutex (a pool_lock: cheap when uncontended, pool_lock.hpp) guards that
 //     stream's arena: its class lists and its extents. A thread cache refills from and overflows
@@ -72,7 +72,7 @@ class pool_state {
   void* allocate(std::size_t bytes, stream_handle stream);
   void deallocate(void* ptr, std::size_t bytes, stream_handle stream) noexcept;
 
-  // --- back end (pool_state.cpp) ---
+  // --- back end (pool_batches.cpp) ---
   void refill(pool_thread_cache& cache, unsigned cls);
   // refill's slow half, under mutex_: carves up to `want` blocks of class `cls` for the cache's
   // stream and returns how many it pushed.
@@ -206,7 +206,7 @@ class pool_state {
   void* fit_locked(std::size_t size, pool_stream& s) {
     return reinterpret_cast<void*>(best_fit_locked(size, s));
   }
-  // Finds `size` bytes for stream `s` (see pool_state.cpp); may release `lock` while growing.
+  // Finds `size` bytes for stream `s` (see pool_obtain.cpp); may release `lock` while growing.
   void* obtain(std::unique_lock<std::mutex>& lock, std::size_t size, pool_stream& s,
                bool own_tried = false);
   // A block of `size` bytes for `s` from another stream's extents (the smallest fit), taken at
