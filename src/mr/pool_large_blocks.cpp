@@ -1,106 +1,142 @@
 // The live large blocks of pool_resource (see pool_large_blocks.hpp).
 #include "pool_large_blocks.hpp"
 
-#include <limits>
+#include <algorithm>
 #include <new>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace gpumem::detail {
 
-pool_large_blocks::pool_large_blocks() : shards_(std::make_unique<shard[]>(shard_count)) {}
+namespace {
 
-pool_large_blocks::~pool_large_blocks() = default;
+constexpr unsigned smallest_granule_shift = 16;  // 64 KiB
 
-void pool_large_blocks::rebuild(shard& s) {
-  // Grow when live records fill a quarter; otherwise the same size, without the tombstones.
-  std::size_t const now = s.capacity;
-  std::size_t const capacity =
-      now == 0 ? 16 : ((std::size_t{s.used} + 1) * 4 > now ? now * 2 : now);
-  if (capacity > std::numeric_limits<std::uint32_t>::max()) throw std::bad_alloc();
-  auto slots = std::make_unique<slot[]>(capacity);  // may throw: nothing changed yet
-  for (std::size_t i = 0; i < capacity; ++i)
-    slots[i].key = empty;
-  for (std::size_t i = 0; i < s.capacity; ++i) {
-    slot const& old = s.slots[i];
-    if (old.key == empty || old.key == tombstone) continue;
-    std::size_t at = home(hash(old.key), capacity);
-    while (slots[at].key != empty)
-      at = (at + 1) & (capacity - 1);
-    slots[at] = old;
-  }
-  s.slots = std::move(slots);
-  s.capacity = static_cast<std::uint32_t>(capacity);
-  s.removed = 0;
+unsigned granule_shift_for(std::size_t smallest_block) noexcept {
+  unsigned shift = smallest_granule_shift;
+  while (shift < pool_large_blocks::region_shift && (std::size_t{2} << shift) <= smallest_block)
+    ++shift;
+  return shift;
 }
 
-pool_large_blocks::slot* pool_large_blocks::find(shard& s, std::uint64_t h,
-                                                 std::uintptr_t addr) noexcept {
-  if (s.used == 0) return nullptr;
-  std::size_t const mask = s.capacity - 1;
-  for (std::size_t at = home(h, s.capacity);; at = (at + 1) & mask) {
-    slot& candidate = s.slots[at];
-    if (candidate.key == addr) return &candidate;
-    if (candidate.key == empty) return nullptr;
+}  // namespace
+
+pool_large_blocks::pool_large_blocks(std::size_t smallest_block) noexcept
+    : granule_shift_(granule_shift_for(smallest_block)) {}
+
+pool_large_blocks::~pool_large_blocks() {
+  for (region& r : regions_)
+    delete[] r.entries.load(std::memory_order_relaxed);
+  delete overflow_.load(std::memory_order_relaxed);
+}
+
+void pool_large_blocks::relax(unsigned spins) noexcept {
+  // A busy entry is held for a few instructions: spin, and yield to a holder that lost its core.
+  if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+  } else {
+    std::this_thread::yield();
   }
+}
+
+pool_large_blocks::entry* pool_large_blocks::map_region(std::uintptr_t addr) {
+  std::lock_guard<std::mutex> lock(grow_mutex_);
+  std::uintptr_t const id = region_id(addr);
+  std::size_t at = region_home(id);
+  for (std::size_t i = 0; i < region_probes; ++i, at = (at + 1) & (region_slots - 1)) {
+    region& r = regions_[at];
+    std::uintptr_t const seen = r.id.load(std::memory_order_relaxed);
+    if (seen != id && seen != 0) continue;
+    if (seen == 0) {
+      std::size_t const entries = std::size_t{1} << (region_shift - granule_shift_);
+      r.entries.store(new entry[entries], std::memory_order_relaxed);  // may throw: nothing changed
+      r.id.store(id, std::memory_order_release);                       // publishes the entries
+    }
+    return r.entries.load(std::memory_order_relaxed) +
+           ((addr & ((std::uintptr_t{1} << region_shift) - 1)) >> granule_shift_);
+  }
+  return nullptr;  // no room near the region's home: its blocks go to the overflow table
 }
 
 void pool_large_blocks::insert(std::uintptr_t addr, block b) {
-  std::uint64_t const h = hash(addr);
-  shard& s = shards_[shard_index(h)];
-  std::lock_guard<pool_lock> lock(s.mutex);
-  if (s.first.key == addr) {
-    s.first.value = b;
+  // A record at the same address in the overflow table is replaced there.
+  if (overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr)) {
+    overflow_.load(std::memory_order_relaxed)->insert(addr, b);
     return;
   }
-  if (slot* const known = find(s, h, addr)) {
-    known->value = b;
-    return;
+  entry* e = entry_of(addr);
+  if (e == nullptr) e = map_region(addr);
+  if (e != nullptr) {
+    for (unsigned spins = 0;; ++spins) {
+      std::uintptr_t key = e->key.load(std::memory_order_relaxed);
+      if (key == busy) {
+        relax(spins);
+        continue;
+      }
+      if (key != empty && key != addr) break;  // another block starts in this granule
+      if (!e->key.compare_exchange_weak(key, busy, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
+        continue;
+      e->size.store(b.size, std::memory_order_relaxed);
+      e->chunk.store(b.chunk, std::memory_order_relaxed);
+      e->key.store(addr, std::memory_order_release);
+      return;
+    }
   }
-  if (s.first.key == empty) {
-    s.first = {addr, b};
-    count(s, h, +1);
-    return;
+  insert_overflow(addr, b);
+}
+
+void pool_large_blocks::insert_overflow(std::uintptr_t addr, block b) {
+  pool_block_shards* table = overflow_.load(std::memory_order_acquire);
+  if (table == nullptr) {
+    std::lock_guard<std::mutex> lock(grow_mutex_);
+    table = overflow_.load(std::memory_order_relaxed);
+    if (table == nullptr) {
+      table = new pool_block_shards();  // may throw: nothing changed
+      overflow_.store(table, std::memory_order_release);
+    }
   }
-  // At most half the slots in use (live or removed): probes stay short.
-  if ((std::size_t{s.used} + s.removed + 1) * 2 > s.capacity) rebuild(s);
-  std::size_t const mask = s.capacity - 1;
-  std::size_t at = home(h, s.capacity);
-  while (s.slots[at].key != empty && s.slots[at].key != tombstone)
-    at = (at + 1) & mask;
-  if (s.slots[at].key == tombstone) --s.removed;
-  s.slots[at] = {addr, b};
-  ++s.used;
-  count(s, h, +1);
+  table->insert(addr, b);  // may throw: nothing changed
+  overflow_count_.fetch_add(1, std::memory_order_release);
+}
+
+bool pool_large_blocks::overflow_live(std::uintptr_t addr) noexcept {
+  return overflow_.load(std::memory_order_acquire)->live(addr);
 }
 
 pool_large_blocks::outcome pool_large_blocks::remove(std::uintptr_t addr, std::size_t size,
                                                      pool_chunk*& chunk) noexcept {
-  // The keys empty and removed are no block's address, but a foreign pointer may be either: it
-  // would match the empty record on the shard's line or a tombstone, with its stale size.
-  if (addr <= tombstone) return outcome::not_live;
-  std::uint64_t const h = hash(addr);
-  shard& s = shards_[shard_index(h)];
-  std::lock_guard<pool_lock> lock(s.mutex);
-  slot* const found = s.first.key == addr ? &s.first : find(s, h, addr);
-  if (found == nullptr) return outcome::not_live;
-  if (found->value.size != size) return outcome::wrong_size;
-  chunk = found->value.chunk;
-  if (found == &s.first) {
-    s.first.key = empty;
-  } else {
-    found->key = tombstone;
-    --s.used;
-    ++s.removed;
+  // The keys empty and busy are no block's address, but a foreign pointer may be either.
+  if (addr <= busy) return outcome::not_live;
+  if (entry* const e = entry_of(addr)) {
+    for (unsigned spins = 0;; ++spins) {
+      std::uintptr_t key = e->key.load(std::memory_order_relaxed);
+      if (key == busy) {
+        relax(spins);
+        continue;
+      }
+      if (key != addr) break;
+      if (!e->key.compare_exchange_weak(key, busy, std::memory_order_acquire,
+                                        std::memory_order_relaxed))
+        continue;
+      if (e->size.load(std::memory_order_relaxed) != size) {
+        e->key.store(addr, std::memory_order_release);
+        return outcome::wrong_size;
+      }
+      chunk = e->chunk.load(std::memory_order_relaxed);
+      e->key.store(empty, std::memory_order_release);
+      return outcome::removed;
+    }
   }
-  count(s, h, -1);
-  return outcome::removed;
-}
-
-bool pool_large_blocks::look_up(std::uintptr_t addr) noexcept {
-  if (addr <= tombstone) return false;  // as in remove()
-  std::uint64_t const h = hash(addr);
-  shard& s = shards_[shard_index(h)];
-  std::lock_guard<pool_lock> lock(s.mutex);
-  return s.first.key == addr || find(s, h, addr) != nullptr;
+  if (overflow_count_.load(std::memory_order_acquire) == 0) return outcome::not_live;
+  outcome const found = overflow_.load(std::memory_order_relaxed)->remove(addr, size, chunk);
+  if (found == outcome::removed) overflow_count_.fetch_sub(1, std::memory_order_relaxed);
+  return found;
 }
 
 }  // namespace gpumem::detail

@@ -1,33 +1,41 @@
 // The live large blocks of pool_resource (private to src/mr/pool_*.cpp): blocks above
 // max_cached_size, by address, with their size and chunk. A free finds its block's chunk here
 // without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
-// never allocated here) or with the wrong size is caught instead of corrupting the pool.
+// never allocated here) or with the wrong size is caught instead of corrupting the pool; so is a
+// free of a cached size at the address of a live large block (live(), on every cached-size free).
 //
-// 4096 shards, each under its own lock, with one record on the shard's own cache line and an open-
-// addressing table (linear probing, tombstones) for the others: no allocation per block, and with
-// fewer live blocks than shards mostly no cache line touched but the shard's (a table probe is one
-// line more, and the line of a hashed shard is seldom warm). A block's shard is picked by a hash of
-// its address, so that the blocks of threads on separate streams spread over all shards and rarely
-// meet (with 256 shards of 64 MiB regions, 16 threads on 1-64 MiB blocks met there often enough to
-// cost each thread a third of its time on a 16-core host).
+// A map by address, as an allocator's page map: the address space is cut into regions of 256 MiB,
+// and a region, once a block starts in it, into granules of one entry each, which holds the block
+// that starts in that granule. The granule is the largest power of two no larger than the smallest
+// large block (256 KiB with the default max_cached_size, and at least 64 KiB), so that two live
+// large blocks never start in one granule: an entry is exact, and live() is one load and a compare,
+// with no false positive.
 //
-// A free of a cached size (max_cached_size or less) goes to a thread's stack without the table; so
-// that such a free of a live large block (a wrong size) is still caught, each shard also keeps a
-// count of its live blocks per hash of their address (four counters per shard, 16384 in all, read
-// without a lock): a cached-size free looks the table up only when its address's count is not 0.
-// A counter that reaches its maximum (65535 live blocks behind one counter) stays there: frees of
-// its addresses then always look the table up, which is slower but never wrong.
-// The counters share the shard's cache line and lock, so keeping them costs a large block's
-// allocation and free no atomic read-modify-write and no other line.
+// Why a map by address: the threads of separate streams carve their blocks from separate extents,
+// so each thread's entries lie on cache lines that other threads seldom touch (an entry line
+// covers about 680 KiB of addresses), and one thread's entries are few lines. A hash of the address
+// spread every thread's blocks over all the lines of a table instead: on an H200's host, 16
+// threads on the mixed trace spent about 40 % of their time on lines of a 4096-shard hashed table
+// that other cores had just written (the live-block counters of cached-size frees, and the shard
+// records of large allocations and frees).
+//
+// An entry's key is its lock: 0 empty, 1 busy (being written or removed, for a few instructions;
+// others spin), else the address of the block. A region's entries are allocated when a block first
+// starts in it and kept until the table goes; regions are found through a small open-addressing
+// table, read without a lock and written under grow_mutex_.
+//
+// What the map cannot hold goes to pool_block_shards, built on first use: a second block starting
+// in a granule (possible only with max_cached_size below 64 KiB) and the blocks of regions past the
+// map's room (1024 regions, 256 GiB of addresses in all, at most region_probes slots from a
+// region's hash).
 #pragma once
 
+#include "pool_block_shards.hpp"
 #include "pool_extents.hpp"
-#include "pool_lock.hpp"
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -35,88 +43,92 @@ namespace gpumem::detail {
 
 class pool_large_blocks {
  public:
-  struct block {
-    std::size_t size;
-    pool_chunk* chunk;
-  };
-  enum class outcome { removed, not_live, wrong_size };
+  using block = pool_block_shards::block;
+  using outcome = pool_block_shards::outcome;
 
-  pool_large_blocks();
+  // `smallest_block`: the size of the smallest large block the pool hands out (it sets the
+  // granule; 0 for the smallest granule).
+  explicit pool_large_blocks(std::size_t smallest_block = 0) noexcept;
   ~pool_large_blocks();
   pool_large_blocks(pool_large_blocks const&) = delete;
   pool_large_blocks& operator=(pool_large_blocks const&) = delete;
 
-  // Records a live block (replacing a record at the same address). May throw std::bad_alloc when
-  // its shard's table grows; then nothing changed.
+  // Records a live block (replacing a record at the same address). May throw std::bad_alloc (a
+  // region's entries, or the overflow table); then nothing changed.
   void insert(std::uintptr_t addr, block b);
   // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
   outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
-  // True if a live block starts at `addr`. Inline and cheap when none may: one counter read, no
-  // lock (the block's allocation, and its count, happened before the caller could name it).
+  // True if a live block starts at `addr`. Inline, no lock: the region table's line and the entry's
+  // (the block's allocation happened before the caller could name it).
   bool live(std::uintptr_t addr) noexcept {
-    std::uint64_t const h = hash(addr);
-    return shards_[shard_index(h)].live[counter_index(h)].load(std::memory_order_relaxed) != 0 &&
-           look_up(addr);
+    if (addr <= busy) return false;  // as in remove()
+    if (entry* const e = entry_of(addr); e != nullptr && settled_key(*e) == addr) return true;
+    return overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr);
   }
-  // Which of the 16384 live counters a block at `addr` counts in (shard × 4 + counter): for tests
-  // that need many blocks behind one counter.
-  static std::size_t counter_of(std::uintptr_t addr) noexcept {
-    std::uint64_t const h = hash(addr);
-    return shard_index(h) * counters_per_shard + counter_index(h);
+
+  std::size_t granule() const noexcept { return std::size_t{1} << granule_shift_; }
+  // The blocks kept in the overflow table now (for tests).
+  std::size_t overflowed() const noexcept {
+    return overflow_count_.load(std::memory_order_relaxed);
   }
+
+  static constexpr unsigned region_shift = 28;
+  static constexpr std::size_t region_slots = 1024;
+  static constexpr std::size_t region_probes = 16;
 
  private:
-  struct slot {
-    // 0: empty, 1: removed (blocks are 256-byte aligned, never 0 or 1; remove() and look_up()
-    // refuse those two addresses, which a foreign pointer may be, before they meet a key)
-    std::uintptr_t key;
-    block value;
+  static constexpr std::uintptr_t empty = 0, busy = 1;
+  struct entry {
+    std::atomic<std::uintptr_t> key{empty};
+    std::atomic<std::size_t> size{0};
+    std::atomic<pool_chunk*> chunk{nullptr};
   };
-  static constexpr std::size_t counters_per_shard = 4;
-  struct alignas(64) shard {
-    pool_lock mutex;
-    // Live blocks per counter_index of their address's hash: changed under `mutex`, read without.
-    std::atomic<std::uint16_t> live[counters_per_shard] = {};
-    slot first{empty, {}};  // a record outside the table (key empty when there is none)
-    std::unique_ptr<slot[]> slots;
-    std::uint32_t capacity = 0;  // a power of two
-    std::uint32_t used = 0;      // live records in the table
-    std::uint32_t removed = 0;   // tombstones
+  struct region {
+    std::atomic<std::uintptr_t> id{0};  // (address >> region_shift) + 1; 0: a free slot
+    std::atomic<entry*> entries{nullptr};
   };
-  static_assert(sizeof(shard) == 64, "a shard is one cache line");
-  static constexpr std::size_t shard_count = 4096;
-  static constexpr std::uintptr_t empty = 0, tombstone = 1;
 
-  // One hash of the address picks the shard (its top 12 bits), the counter within it (the next
-  // 2) and the home slot (bits from 32 up).
-  static constexpr std::uint64_t golden = 0x9e3779b97f4a7c15ull;
-  static std::uint64_t hash(std::uintptr_t addr) noexcept { return (addr >> 8) * golden; }
-  static std::size_t shard_index(std::uint64_t h) noexcept {
-    static_assert(shard_count == 4096, "the shift below takes 12 bits");
-    return static_cast<std::size_t>(h >> 52);
+  static std::uintptr_t region_id(std::uintptr_t addr) noexcept {
+    return (addr >> region_shift) + 1;
   }
-  static std::size_t counter_index(std::uint64_t h) noexcept {
-    static_assert(counters_per_shard == 4, "the mask below takes 2 bits");
-    return static_cast<std::size_t>(h >> 50) & 3;
+  static std::size_t region_home(std::uintptr_t id) noexcept {
+    static_assert(region_slots == 1024, "the shift below takes 10 bits");
+    return static_cast<std::size_t>((id * 0x9e3779b97f4a7c15ull) >> 54);
   }
-  static std::size_t home(std::uint64_t h, std::size_t capacity) noexcept {
-    return static_cast<std::size_t>(h >> 32) & (capacity - 1);
+  // The entry of the granule holding `addr`, if its region has entries (else null).
+  entry* entry_of(std::uintptr_t addr) noexcept {
+    std::uintptr_t const id = region_id(addr);
+    std::size_t at = region_home(id);
+    for (std::size_t i = 0; i < region_probes; ++i, at = (at + 1) & (region_slots - 1)) {
+      std::uintptr_t const seen = regions_[at].id.load(std::memory_order_acquire);
+      if (seen == id)
+        return regions_[at].entries.load(std::memory_order_relaxed) +
+               ((addr & ((std::uintptr_t{1} << region_shift) - 1)) >> granule_shift_);
+      if (seen == 0) return nullptr;
+    }
+    return nullptr;
   }
-  // Under the shard's lock: a plain load and store, as nothing else changes it. Saturates (see the
-  // file comment).
-  static void count(shard& s, std::uint64_t h, int delta) noexcept {
-    std::atomic<std::uint16_t>& c = s.live[counter_index(h)];
-    std::uint16_t const now = c.load(std::memory_order_relaxed);
-    if (now == std::numeric_limits<std::uint16_t>::max()) return;
-    c.store(static_cast<std::uint16_t>(now + delta), std::memory_order_relaxed);
+  // The entry's key once no thread is writing or removing it.
+  static std::uintptr_t settled_key(entry& e) noexcept {
+    std::uintptr_t key = e.key.load(std::memory_order_acquire);
+    for (unsigned spins = 0; key == busy; ++spins) {
+      relax(spins);
+      key = e.key.load(std::memory_order_acquire);
+    }
+    return key;
   }
-  // Rebuilds `s`'s table with room for one more record (strong guarantee).
-  static void rebuild(shard& s);
-  // The table's slot holding `addr` (null if none), under the shard's lock.
-  static slot* find(shard& s, std::uint64_t h, std::uintptr_t addr) noexcept;
-  bool look_up(std::uintptr_t addr) noexcept;  // takes the shard's lock
+  static void relax(unsigned spins) noexcept;
+  // Gives `addr`'s region entries (under grow_mutex_); null when the region table has no room.
+  // May throw std::bad_alloc.
+  entry* map_region(std::uintptr_t addr);
+  void insert_overflow(std::uintptr_t addr, block b);
+  bool overflow_live(std::uintptr_t addr) noexcept;
 
-  std::unique_ptr<shard[]> shards_;
+  unsigned granule_shift_;
+  region regions_[region_slots];
+  std::atomic<std::size_t> overflow_count_{0};
+  std::atomic<pool_block_shards*> overflow_{nullptr};  // owned; set once, under grow_mutex_
+  std::mutex grow_mutex_;
 };
 
 }  // namespace gpumem::detail

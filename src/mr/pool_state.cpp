@@ -36,7 +36,9 @@ pool_state::pool_state(memory_resource& upstream, pool_options const& options)
       device_(backend_.current_device()),
       num_classes_(0),
       first_merged_class_(0),
-      id_(next_pool_id.fetch_add(1)) {
+      id_(next_pool_id.fetch_add(1)),
+      // Blocks above max_cached_size (at most 4 GiB, checked below) are large.
+      large_blocks_(std::min<std::size_t>(options.max_cached_size, 4 * GiB) + 1) {
   GPUMEM_EXPECTS(options.max_cached_size <= 4 * GiB, "pool_options::max_cached_size " +
                                                          format_bytes(options.max_cached_size) +
                                                          " is above the 4 GiB limit");

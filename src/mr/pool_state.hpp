@@ -463,8 +463,8 @@ class pool_state {
   std::unique_ptr<pool_vrange> vrange_;  // expandable pools: the range (set at construction)
 
   // On its own cache line: every allocate/deallocate of every thread reads the fields above (id,
-  // options, flush_request_, the large blocks' shards), and a lock word on the same line would turn
-  // each refill or overflow into a cache miss for all the other threads.
+  // options, flush_request_, the large blocks' region table), and a lock word on the same line
+  // would turn each refill or overflow into a cache miss for all the other threads.
   alignas(64) mutable std::mutex mutex_;
   std::map<std::uintptr_t, pool_chunk> chunks_;  // changed with chunks_mutex_ held as well
   pool_extent_set free_;                         // extents free for every stream
