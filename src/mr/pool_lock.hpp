@@ -1,12 +1,13 @@
-// The lock of a pool stream's arena and of a shard of the live large blocks (private to
-// src/mr/pool_*.cpp). Such a lock is almost never contended (one thread per stream is the common
-// case), so what counts is its uncontended cost: one compare-and-swap to take it and a plain store
-// to release it, inline (a large allocate+free pair takes four such locks; every atomic read-
-// modify-write left out of them is a few nanoseconds of the pair's 200-300 on the build machine's
-// x86 host). Under contention it spins briefly (the arena's critical sections are short), then
-// sleeps in the kernel (a futex on Linux; elsewhere it yields), so threads sharing one stream do
-// not burn their cores. Meets the Lockable requirements (std::lock_guard, std::unique_lock,
-// std::try_to_lock). Not recursive; unlock() only by the holder.
+// The lock of a pool stream's arena and of a shard of the hashed table of live large blocks
+// (private to src/mr/pool_*.cpp). Such a lock is almost never contended (one thread per stream is
+// the common case), so what counts is its uncontended cost: one compare-and-swap to take it and a
+// plain store to release it, inline (a large allocate+free pair takes two such locks and claims two
+// map entries with a compare-and-swap each; every atomic read-modify-write left out of them is a
+// few nanoseconds of the pair's 200-300 on the build machine's x86 host). Under contention it spins
+// briefly (the arena's critical sections are short), then sleeps in the kernel (a futex on Linux;
+// elsewhere it yields), so threads sharing one stream do not burn their cores. Meets the Lockable
+// requirements (std::lock_guard, std::unique_lock, std::try_to_lock). Not recursive; unlock() only
+// by the holder.
 //
 // State: 0 free, 1 held; `sleepers_` counts the threads that sleep (or are about to) until it is
 // free. The release stores 0 and then reads `sleepers_`, waking one sleeper if there is any.
