@@ -43,22 +43,22 @@ pool_block_shards::slot* pool_block_shards::find(shard& s, std::uint64_t h,
   }
 }
 
-void pool_block_shards::insert(std::uintptr_t addr, block b) {
+bool pool_block_shards::insert(std::uintptr_t addr, block b) {
   std::uint64_t const h = hash(addr);
   shard& s = shards_[shard_index(h)];
   std::lock_guard<pool_lock> lock(s.mutex);
   if (s.first.key == addr) {
     s.first.value = b;
-    return;
+    return false;
   }
   if (slot* const known = find(s, h, addr)) {
     known->value = b;
-    return;
+    return false;
   }
   if (s.first.key == empty) {
     s.first = {addr, b};
     count(s, h, +1);
-    return;
+    return true;
   }
   // At most half the slots in use (live or removed): probes stay short.
   if ((std::size_t{s.used} + s.removed + 1) * 2 > s.capacity) rebuild(s);
@@ -70,6 +70,7 @@ void pool_block_shards::insert(std::uintptr_t addr, block b) {
   s.slots[at] = {addr, b};
   ++s.used;
   count(s, h, +1);
+  return true;
 }
 
 pool_block_shards::outcome pool_block_shards::remove(std::uintptr_t addr, std::size_t size,

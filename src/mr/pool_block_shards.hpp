@@ -43,7 +43,8 @@ class pool_block_shards {
 
   // Records a live block (replacing a record at the same address). May throw std::bad_alloc when
   // its shard's table grows; then nothing changed.
-  void insert(std::uintptr_t addr, block b);
+  // True if the record is new (false: it replaced one).
+  bool insert(std::uintptr_t addr, block b);
   // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
   outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
   // True if a live block starts at `addr`. Inline and cheap when none may: one counter read, no

@@ -1,6 +1,8 @@
 // The live large blocks of pool_resource (see pool_large_blocks.hpp).
 #include "pool_large_blocks.hpp"
 
+#include <gpumem/core/assert.hpp>
+
 #include <algorithm>
 #include <new>
 #include <thread>
@@ -64,13 +66,18 @@ pool_large_blocks::entry* pool_large_blocks::map_region(std::uintptr_t addr) {
 }
 
 void pool_large_blocks::insert(std::uintptr_t addr, block b) {
-  // A record at the same address in the overflow table is replaced there.
-  if (overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr)) {
-    overflow_.load(std::memory_order_relaxed)->insert(addr, b);
+  if (addr <= busy) {  // no block's address (the pool's blocks are 256-byte aligned, never null)
+    GPUMEM_ASSERT(false, "pool_large_blocks::insert: address 0 or 1");
     return;
   }
-  entry* e = entry_of(addr);
-  if (e == nullptr) e = map_region(addr);
+  // A record at the same address in the overflow table is replaced there.
+  if (overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr)) {
+    insert_overflow(addr, b);
+    return;
+  }
+  bool no_room = false;
+  entry* e = entry_of(addr, &no_room);
+  if (e == nullptr && !no_room) e = map_region(addr);
   if (e != nullptr) {
     for (unsigned spins = 0;; ++spins) {
       std::uintptr_t key = e->key.load(std::memory_order_relaxed);
@@ -101,8 +108,9 @@ void pool_large_blocks::insert_overflow(std::uintptr_t addr, block b) {
       overflow_.store(table, std::memory_order_release);
     }
   }
-  table->insert(addr, b);  // may throw: nothing changed
-  overflow_count_.fetch_add(1, std::memory_order_release);
+  // May throw: nothing changed. A record that replaces one (at an address live there) is not
+  // counted again.
+  if (table->insert(addr, b)) overflow_count_.fetch_add(1, std::memory_order_release);
 }
 
 bool pool_large_blocks::overflow_live(std::uintptr_t addr) noexcept {

@@ -53,8 +53,9 @@ class pool_large_blocks {
   pool_large_blocks(pool_large_blocks const&) = delete;
   pool_large_blocks& operator=(pool_large_blocks const&) = delete;
 
-  // Records a live block (replacing a record at the same address). May throw std::bad_alloc (a
-  // region's entries, or the overflow table); then nothing changed.
+  // Records a live block (replacing a record at the same address). `addr` is a block's address:
+  // neither 0 nor 1 (the keys of an empty and a busy entry). May throw std::bad_alloc (a region's
+  // entries, or the overflow table); then nothing changed.
   void insert(std::uintptr_t addr, block b);
   // Removes the block at `addr` if it is live with `size` bytes, and says which chunk holds it.
   outcome remove(std::uintptr_t addr, std::size_t size, pool_chunk*& chunk) noexcept;
@@ -95,8 +96,10 @@ class pool_large_blocks {
     static_assert(region_slots == 1024, "the shift below takes 10 bits");
     return static_cast<std::size_t>((id * 0x9e3779b97f4a7c15ull) >> 54);
   }
-  // The entry of the granule holding `addr`, if its region has entries (else null).
-  entry* entry_of(std::uintptr_t addr) noexcept {
+  // The entry of the granule holding `addr`, if its region has entries (else null; then
+  // `*no_room`, if given, says whether the region's slots are all taken by other regions, so that
+  // it never will have entries).
+  entry* entry_of(std::uintptr_t addr, bool* no_room = nullptr) noexcept {
     std::uintptr_t const id = region_id(addr);
     std::size_t at = region_home(id);
     for (std::size_t i = 0; i < region_probes; ++i, at = (at + 1) & (region_slots - 1)) {
@@ -106,6 +109,7 @@ class pool_large_blocks {
                ((addr & ((std::uintptr_t{1} << region_shift) - 1)) >> granule_shift_);
       if (seen == 0) return nullptr;
     }
+    if (no_room != nullptr) *no_room = true;
     return nullptr;
   }
   // The entry's key once no thread is writing or removing it.
@@ -126,9 +130,10 @@ class pool_large_blocks {
 
   unsigned granule_shift_;
   region regions_[region_slots];
+  // Read by every live() that finds no block in the map: changed only with the overflow table.
   std::atomic<std::size_t> overflow_count_{0};
   std::atomic<pool_block_shards*> overflow_{nullptr};  // owned; set once, under grow_mutex_
-  std::mutex grow_mutex_;
+  alignas(64) std::mutex grow_mutex_;                  // off the line of overflow_count_
 };
 
 }  // namespace gpumem::detail

@@ -30,31 +30,31 @@ TEST(pool_large_blocks, the_granule_is_the_largest_power_of_two_within_the_small
 TEST(pool_large_blocks, a_block_is_live_at_its_own_address_alone_and_removed_once_with_its_size) {
   pool_large_blocks table((256u << 10) + 1);
   pool_chunk chunk;
-  constexpr std::size_t blocks = 5000;  // about 5 regions
+  constexpr std::size_t blocks = 5000;  // about 10 regions
   std::size_t const g = table.granule();
-  // One block per granule, each at another offset within it.
-  auto const at = [&](std::size_t i) { return base + i * g + (i % 7) * 256; };
+  // Blocks of a granule and more, two granules apart, each at another offset in its granule.
+  auto const at = [&](std::size_t i) { return base + 2 * i * g + (i % 7) * 256; };
+  auto const size = [&](std::size_t i) { return g + 256 * (1 + i % 100); };
   for (std::size_t i = 0; i < blocks; ++i)
-    table.insert(at(i), {g + i * 256, &chunk});
+    table.insert(at(i), {size(i), &chunk});
   EXPECT_EQ(table.overflowed(), 0u);
   for (std::size_t i = 0; i < blocks; ++i) {
     ASSERT_TRUE(table.live(at(i))) << i;
-    ASSERT_FALSE(table.live(at(i) + 256)) << i;  // inside the block, or its granule's rest
+    ASSERT_FALSE(table.live(at(i) + 256)) << i;  // inside the block
   }
   for (std::size_t i = 0; i < blocks; i += 2) {
     pool_chunk* found = nullptr;
-    ASSERT_EQ(table.remove(at(i), g + i * 256 + 256, found),
-              pool_large_blocks::outcome::wrong_size);
-    ASSERT_EQ(table.remove(at(i) + 256, g + i * 256, found), pool_large_blocks::outcome::not_live);
-    ASSERT_EQ(table.remove(at(i), g + i * 256, found), pool_large_blocks::outcome::removed);
+    ASSERT_EQ(table.remove(at(i), size(i) + 256, found), pool_large_blocks::outcome::wrong_size);
+    ASSERT_EQ(table.remove(at(i) + 256, size(i), found), pool_large_blocks::outcome::not_live);
+    ASSERT_EQ(table.remove(at(i), size(i), found), pool_large_blocks::outcome::removed);
     EXPECT_EQ(found, &chunk);
-    ASSERT_EQ(table.remove(at(i), g + i * 256, found), pool_large_blocks::outcome::not_live);
+    ASSERT_EQ(table.remove(at(i), size(i), found), pool_large_blocks::outcome::not_live);
   }
   for (std::size_t i = 0; i < blocks; ++i)
     ASSERT_EQ(table.live(at(i)), i % 2 == 1) << i;
   for (std::size_t i = 1; i < blocks; i += 2) {
     pool_chunk* found = nullptr;
-    ASSERT_EQ(table.remove(at(i), g + i * 256, found), pool_large_blocks::outcome::removed) << i;
+    ASSERT_EQ(table.remove(at(i), size(i), found), pool_large_blocks::outcome::removed) << i;
   }
   for (std::size_t i = 0; i < blocks; ++i)
     ASSERT_FALSE(table.live(at(i))) << i;
@@ -212,6 +212,82 @@ TEST(pool_large_blocks, of_threads_freeing_one_block_at_once_exactly_one_removes
     ASSERT_FALSE(table.live(at)) << round;
   }
   EXPECT_EQ(table.overflowed(), 0u);
+}
+
+TEST(pool_large_blocks, threads_sharing_granules_use_the_overflow_table_at_once) {
+  // 4 KiB blocks of four threads interleaved in the same granules: the first of a granule takes its
+  // entry, the others the overflow table, while another thread looks addresses up all along.
+  pool_large_blocks table;
+  pool_chunk chunk;
+  constexpr int threads = 4, per_thread = 64;
+  std::size_t const g = table.granule();
+  std::vector<int> failures(threads, 0);
+  std::atomic<bool> stop{false};
+  std::thread spy([&] {
+    for (std::uintptr_t x = 1; !stop.load(); x = x * 1103515245 + 12345)
+      (void)table.live(base + (x % (1u << 20)) * 256);
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      auto const at = [&](int i) {
+        return base + static_cast<std::uintptr_t>(i / 4) * g +
+               static_cast<std::uintptr_t>((i % 4) * threads + t) * 4096;
+      };
+      for (int round = 0; round < 200; ++round) {
+        for (int i = 0; i < per_thread; ++i)
+          table.insert(at(i), {4096, &chunk});
+        for (int i = 0; i < per_thread; ++i) {
+          pool_chunk* found = nullptr;
+          failures[t] += !table.live(at(i));
+          failures[t] += table.remove(at(i), 8192, found) != pool_large_blocks::outcome::wrong_size;
+          failures[t] += table.remove(at(i), 4096, found) != pool_large_blocks::outcome::removed;
+          failures[t] += table.live(at(i));
+        }
+      }
+    });
+  for (auto& w : workers)
+    w.join();
+  stop.store(true);
+  spy.join();
+  for (int t = 0; t < threads; ++t)
+    EXPECT_EQ(failures[t], 0) << "thread " << t;
+  EXPECT_EQ(table.overflowed(), 0u);
+}
+
+TEST(pool_large_blocks, a_replacement_racing_a_remove_keeps_the_overflow_count) {
+  // A record replaced in the overflow table while another thread removes it: whichever comes
+  // first, the count says how many records the table holds (a record it did not count would be
+  // live and yet never looked up).
+  pool_large_blocks table;
+  pool_chunk chunk;
+  std::uintptr_t const at = base + 256;  // behind base in its granule: the overflow table
+  table.insert(base, {4096, &chunk});
+  for (int round = 0; round < 300; ++round) {
+    std::thread inserter([&] {
+      for (int i = 0; i < 2000; ++i)
+        table.insert(at, {4096, &chunk});  // a replacement, or a new record after a remove
+    });
+    std::thread remover([&] {
+      for (int i = 0; i < 2000; ++i) {
+        pool_chunk* found = nullptr;
+        (void)table.remove(at, 4096, found);
+      }
+    });
+    inserter.join();
+    remover.join();
+    // Another record in the overflow table, so that live() looks the table up even if the count
+    // had lost the first: each record the table holds must be counted.
+    table.insert(base + 512, {4096, &chunk});
+    bool const live = table.live(at);
+    ASSERT_EQ(table.overflowed(), live ? 2u : 1u) << round;
+    pool_chunk* found = nullptr;
+    if (live) {
+      ASSERT_EQ(table.remove(at, 4096, found), pool_large_blocks::outcome::removed);
+    }
+    ASSERT_EQ(table.remove(base + 512, 4096, found), pool_large_blocks::outcome::removed);
+    ASSERT_EQ(table.overflowed(), 0u) << round;
+  }
 }
 
 }  // namespace
