@@ -43,24 +43,15 @@ void* pool_state::take_large_own(pool_thread_cache& cache, std::size_t size) noe
 
 bool pool_state::check_large_free(std::uintptr_t addr, std::size_t size,
                                   pool_chunk*& chunk) noexcept {
-  pool_large_blocks::outcome const found = large_blocks_.remove(addr, size, chunk);
-  if (found != pool_large_blocks::outcome::removed) {
-    report_refused_deallocation();
-    invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
-  }
-  switch (found) {
+  switch (large_blocks_.remove(addr, size, chunk)) {
     case pool_large_blocks::outcome::removed:
       return true;
     case pool_large_blocks::outcome::not_live:
-      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
-                                std::to_string(size) +
-                                " B): not a live block of this pool (double free or foreign "
-                                "pointer); ignored");
+      refuse_deallocation(addr, size,
+                          "not a live block of this pool (double free or foreign pointer)");
       break;
     case pool_large_blocks::outcome::wrong_size:
-      log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " +
-                                std::to_string(size) +
-                                " B): the block was allocated with another size; ignored");
+      refuse_deallocation(addr, size, "the block was allocated with another size");
       break;
   }
   return false;
@@ -80,8 +71,7 @@ pool_state::own_free pool_state::give_back_large_own(pool_thread_cache& cache, v
     if (vrange_ != nullptr) chunks.lock();
     try {
       if (!add_extent(s.extents, addr, size, s.epoch, chunk)) {
-        report_refused_deallocation();  // the block being freed lies on free memory
-        invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
+        refuse_deallocation(addr, size);  // lies on free memory (add_extent logged it)
         return own_free::refused;
       }
     } catch (std::exception const&) {

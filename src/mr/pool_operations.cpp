@@ -33,8 +33,7 @@ bool pool_state::track_deallocate(void* ptr, std::size_t requested) noexcept {
     problem = "was allocated with " + std::to_string(it->second.requested) + " bytes, freed with " +
               std::to_string(requested);
   if (!problem.empty()) {
-    report_refused_deallocation();
-    invalid_deallocations_.fetch_add(1);
+    refuse_deallocation(reinterpret_cast<std::uintptr_t>(ptr), requested);
     log(log_level::error, name() + ": deallocate(" +
                               pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
                               std::to_string(requested) + "): " + problem + "; ignored");
@@ -160,8 +159,7 @@ void pool_state::deallocate_after_close(void* ptr, std::size_t bytes) noexcept {
       return;
     }
   }
-  report_refused_deallocation();
-  invalid_deallocations_.fetch_add(1);
+  refuse_deallocation(reinterpret_cast<std::uintptr_t>(ptr), bytes);
   try {
     log(log_level::error, name() + ": deallocate(" +
                               pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +

@@ -233,8 +233,7 @@ bool pool_state::overlaps_extent_locked(std::uintptr_t addr, std::size_t size) {
     found = it->second->extents.overlaps(addr, size);
   }
   if (found) {
-    report_refused_deallocation();  // asked only of the block being freed
-    invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
+    refuse_deallocation(addr, size);  // asked only of the block being freed
     log_overlap(addr, size);
   }
   return found;

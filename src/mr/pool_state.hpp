@@ -240,9 +240,11 @@ class pool_state {
   // extent of any stream: a double free or a wrong size. Takes the streams' locks.
   bool overlaps_extent_locked(std::uintptr_t addr, std::size_t size);
   void log_overlap(std::uintptr_t addr, std::size_t size) const;
-  // A cached-size block freed again while it is still on the calling thread's stack: logged,
-  // counted in invalid_deallocations, and ignored.
-  void refuse_second_free(void* ptr, std::size_t bytes) noexcept;
+  // A free the pool refuses (a double free, a wrong size, a foreign pointer): reported
+  // (report_refused_deallocation), counted in invalid_deallocations and, when `why` is given,
+  // logged as "deallocate(addr, bytes B): why; ignored" (if the message can be made).
+  void refuse_deallocation(std::uintptr_t addr, std::size_t bytes,
+                           char const* why = nullptr) noexcept;
   // A block that could be neither kept nor handed back (no host memory for either): counted in
   // lost_bytes_ (check_invariants accounts for it) and logged if the log can be written.
   void note_lost(std::uintptr_t addr, std::size_t size) noexcept;

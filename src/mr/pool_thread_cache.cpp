@@ -299,11 +299,8 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
   if (large_blocks_.live(reinterpret_cast<std::uintptr_t>(ptr))) {
     // A live large block freed with a cached size: it would go to a stack and be handed out again
     // while its owner still uses it.
-    report_refused_deallocation();
-    invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
-    log(log_level::error,
-        name() + ": deallocate(" + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
-            std::to_string(bytes) + " B): the block was allocated with another size; ignored");
+    refuse_deallocation(reinterpret_cast<std::uintptr_t>(ptr), bytes,
+                        "the block was allocated with another size");
     return;
   }
   unsigned const cls = pool_size_class(bytes);
@@ -320,7 +317,8 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
   }
   pool_bin& bin = cache->bins[cls];
   if (bin.holds_recent(ptr)) {
-    refuse_second_free(ptr, bytes);
+    refuse_deallocation(reinterpret_cast<std::uintptr_t>(ptr), bytes,
+                        "the block is free already (double free)");
     return;
   }
   if (bin.count == bin.cap) overflow(*cache, cls);
@@ -331,13 +329,14 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
   pool_bump(cache->counters.deallocations, 1);
 }
 
-void pool_state::refuse_second_free(void* ptr, std::size_t bytes) noexcept {
+void pool_state::refuse_deallocation(std::uintptr_t addr, std::size_t bytes,
+                                     char const* why) noexcept {
   report_refused_deallocation();
   invalid_deallocations_.fetch_add(1, std::memory_order_relaxed);
+  if (why == nullptr) return;
   try {
-    log(log_level::error,
-        name() + ": deallocate(" + pool_hex(reinterpret_cast<std::uintptr_t>(ptr)) + ", " +
-            std::to_string(bytes) + " B): the block is free already (double free); ignored");
+    log(log_level::error, name() + ": deallocate(" + pool_hex(addr) + ", " + std::to_string(bytes) +
+                              " B): " + why + "; ignored");
   } catch (...) {  // no memory for the message: the count above still says it
   }
 }
