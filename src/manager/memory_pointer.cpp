@@ -110,15 +110,15 @@ context& pinned_memory::owning_context() const {
 // --- host_memory ---
 
 void* host_memory::host_pointer() const noexcept {
-  return std::visit([](auto const& m) { return m.host_pointer(); }, memory_);
+  return is_mapped_ ? mapped_.host_pointer() : pinned_.host_pointer();
 }
 
 std::size_t host_memory::size() const noexcept {
-  return std::visit([](auto const& m) { return m.size(); }, memory_);
+  return is_mapped_ ? mapped_.size() : pinned_.size();
 }
 
 long host_memory::use_count() const noexcept {
-  return std::visit([](auto const& m) { return m.use_count(); }, memory_);
+  return is_mapped_ ? mapped_.use_count() : pinned_.use_count();
 }
 
 void* host_memory::device_pointer() const {
@@ -126,17 +126,15 @@ void* host_memory::device_pointer() const {
 }
 
 mapped_memory const& host_memory::mapped() const {
-  auto const* m = std::get_if<mapped_memory>(&memory_);
-  GPUMEM_EXPECTS(m != nullptr,
+  GPUMEM_EXPECTS(is_mapped_,
                  "host_memory: the memory is pinned but not mapped, so it has no device pointer "
                  "(allocate it with host_alloc_flags{.mapped = true} or mempin(..., mapped=true))");
-  return *m;
+  return mapped_;
 }
 
 pinned_memory const& host_memory::pinned() const {
-  auto const* m = std::get_if<pinned_memory>(&memory_);
-  GPUMEM_EXPECTS(m != nullptr, "host_memory: the memory is mapped, not pinned-only");
-  return *m;
+  GPUMEM_EXPECTS(!is_mapped_, "host_memory: the memory is mapped, not pinned-only");
+  return pinned_;
 }
 
 }  // namespace gpumem

@@ -4,7 +4,9 @@
 // address space (mapped_memory) or not (pinned_memory). The spec returns one of two classes
 // depending on the `mapped` flag; host_memory holds exactly one of them, so the caller asks
 // is_mapped() instead of testing a type, and a device pointer cannot be taken from memory that
-// has none.
+// has none. (Two members and a flag rather than a std::variant: GCC 12 at -O3 -Wall warned of a
+// maybe-uninitialized shared_ptr in every destructor of a variant of the two, and a consumer that
+// builds with -Werror could not include this header.)
 //
 // Ownership: shares the owner of the held pointer (copy shares, move transfers).
 // Thread safety: as the held pointer type (std::shared_ptr rules).
@@ -13,17 +15,18 @@
 #include <gpumem/manager/memory_pointer.hpp>
 
 #include <cstddef>
-#include <variant>
+#include <utility>
 
 namespace gpumem {
 
 class host_memory {
  public:
   host_memory() = default;
-  host_memory(pinned_memory memory) : memory_(std::move(memory)) {}  // NOLINT: implicit by design
-  host_memory(mapped_memory memory) : memory_(std::move(memory)) {}  // NOLINT: implicit by design
+  host_memory(pinned_memory memory) : pinned_(std::move(memory)) {}  // NOLINT: implicit by design
+  host_memory(mapped_memory memory)                                  // NOLINT: implicit by design
+      : mapped_(std::move(memory)), is_mapped_(true) {}
 
-  bool is_mapped() const noexcept { return std::holds_alternative<mapped_memory>(memory_); }
+  bool is_mapped() const noexcept { return is_mapped_; }
   void* host_pointer() const noexcept;
   std::size_t size() const noexcept;
   long use_count() const noexcept;
@@ -37,7 +40,9 @@ class host_memory {
   explicit operator bool() const noexcept { return use_count() > 0; }
 
  private:
-  std::variant<pinned_memory, mapped_memory> memory_;
+  pinned_memory pinned_;  // empty when is_mapped_
+  mapped_memory mapped_;  // empty unless is_mapped_
+  bool is_mapped_ = false;
 };
 
 }  // namespace gpumem
