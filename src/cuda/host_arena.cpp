@@ -17,9 +17,11 @@
 namespace gpumem::detail::host {
 
 host_arena::host_arena(std::size_t capacity, std::size_t alignment) : alignment_(alignment) {
-  GPUMEM_EXPECTS(
-      alignment > 0 && (alignment & (alignment - 1)) == 0,
-      "host backend: alignment must be a power of two, got " + std::to_string(alignment));
+  // Every resource promises blocks aligned to at least 256 bytes, as CUDA's allocations are; the
+  // pool carves its blocks at multiples of 256 from the upstream's chunks.
+  GPUMEM_EXPECTS(alignment >= 256 && (alignment & (alignment - 1)) == 0,
+                 "host backend: alignment must be a power of two of at least 256 bytes, got " +
+                     std::to_string(alignment));
   std::size_t const page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   if (capacity > max_allocation_bytes || !round_up_checked(capacity, page, capacity_))
     fail(map_failed, "cudaErrorMapBufferObjectFailed", "host backend",

@@ -146,6 +146,25 @@ TEST(cuda_memory, sizes_that_would_wrap_are_out_of_memory_on_every_allocation_ca
   EXPECT_THROW((void)gpumem::make_host_backend({top - 1}), gpumem::cuda_error);
 }
 
+TEST(cuda_memory, a_host_device_aligns_to_at_least_256_bytes) {
+  // Every resource promises 256-byte alignment: a simulated device that gave less would let a pool
+  // carve misaligned blocks from its chunks. Refused with the value named.
+  for (std::size_t const alignment :
+       {std::size_t{0}, std::size_t{8}, std::size_t{128}, std::size_t{255}, std::size_t{384}}) {
+    try {
+      (void)gpumem::make_host_backend({MiB, alignment});
+      ADD_FAILURE() << "alignment " << alignment << " was accepted";
+    } catch (gpumem::logic_error const& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(alignment)), std::string::npos)
+          << e.what();
+    }
+  }
+  auto wide = gpumem::make_host_backend({16 * MiB, 4096});
+  void* p = wide->allocate(1000);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 4096, 0u);
+  wide->deallocate(p);
+}
+
 TEST(cuda_memory, memory_info_sees_an_allocation) {
   auto& b = backend();
   gpumem::memory_info const before = b.get_memory_info();

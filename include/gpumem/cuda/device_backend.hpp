@@ -219,7 +219,8 @@ bool cuda_device_available() noexcept;
 // Options of the host backend (tests make small devices to exercise out-of-memory paths).
 struct host_backend_options {
   std::size_t capacity = std::size_t{4} << 30;
-  // Alignment of device allocations (CUDA gives at least 256 bytes).
+  // Alignment of device allocations: a power of two of at least 256 bytes (CUDA gives at least
+  // 256, and every resource promises it); another value throws gpumem::logic_error.
   std::size_t alignment = 256;
 };
 
