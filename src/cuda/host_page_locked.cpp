@@ -6,7 +6,10 @@
 #include <gpumem/core/checked_arithmetic.hpp>
 #include <gpumem/core/error.hpp>
 
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdint>
@@ -62,10 +65,19 @@ void page_locked_memory::check_range(void* ptr, std::size_t bytes) {
     fail(invalid_value, "cudaErrorInvalidValue", "register_host",
          "null pointer or zero size (" + pointer_text(ptr) + ", " + std::to_string(bytes) + ")");
   std::size_t end = 0;
-  if (!checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end))
+  if (bytes > max_allocation_bytes ||
+      !checked_add(reinterpret_cast<std::uintptr_t>(ptr), bytes, end))
     fail(invalid_value, "cudaErrorInvalidValue", "register_host",
          "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
              " wraps the address space");
+  // CUDA registers only memory the process has mapped. msync fails with ENOMEM when a page of the
+  // range is not mapped (MS_ASYNC writes nothing back; it walks the mappings, not the pages).
+  auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  std::uintptr_t const first = reinterpret_cast<std::uintptr_t>(ptr) / page * page;
+  if (::msync(reinterpret_cast<void*>(first), end - first, MS_ASYNC) != 0 && errno == ENOMEM)
+    fail(invalid_value, "cudaErrorInvalidValue", "register_host",
+         "the range of " + std::to_string(bytes) + " bytes at " + pointer_text(ptr) +
+             " is not all mapped host memory");
 }
 
 void page_locked_memory::register_host(void* ptr, std::size_t bytes, bool mapped) {
@@ -112,13 +124,13 @@ bool page_locked_memory::overlaps(table const& ranges, void* ptr, std::size_t by
 }
 
 page_locked_memory::host_range const* page_locked_memory::find(void const* ptr) const {
-  auto const* p = static_cast<std::uint8_t const*>(ptr);
+  auto const p = reinterpret_cast<std::uintptr_t>(ptr);
   for (auto const* ranges : {&pinned_, &registered_}) {
     auto it = ranges->upper_bound(const_cast<void*>(ptr));
     if (it == ranges->begin()) continue;
     --it;
-    auto const* start = static_cast<std::uint8_t const*>(it->first);
-    if (p >= start && p < start + std::max<std::size_t>(it->second.size, 1)) return &it->second;
+    auto const start = reinterpret_cast<std::uintptr_t>(it->first);
+    if (p >= start && p - start < std::max<std::size_t>(it->second.size, 1)) return &it->second;
   }
   return nullptr;
 }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <unistd.h>
 
 #include <cstdint>
@@ -162,6 +164,23 @@ TEST(cuda_host_memory, a_registration_overlapping_another_is_refused_wherever_it
 
   device_buffer d(4 * KiB);
   EXPECT_EQ(register_code(d.get(), 4 * KiB), 1);  // cudaErrorInvalidValue
+}
+
+// Only memory the process has mapped can be registered: a range that runs past the end of a
+// mapping, or one far larger than any memory, is refused (the host backend used to take both and
+// then computed addresses past the end of the address space when asked about them).
+TEST(cuda_host_memory, a_range_past_the_mapped_memory_is_refused) {
+  void* const map =
+      ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* const p = static_cast<std::uint8_t*>(map);
+  ASSERT_EQ(::munmap(p + page, page), 0);  // the second page is no longer mapped
+  EXPECT_NE(register_code(p, 2 * page), 0);
+  EXPECT_NE(register_code(p, std::size_t{1} << 44), 0);
+  EXPECT_NE(register_code(p, ~std::size_t{0} - reinterpret_cast<std::uintptr_t>(p) - 10), 0);
+  EXPECT_EQ(register_code(p, page), 0);  // the page still mapped
+  backend().unregister_host(p);
+  ::munmap(p, page);
 }
 
 TEST(cuda_host_memory, ordinary_heap_memory_has_no_device_pointer) {
