@@ -110,7 +110,8 @@ std::optional<double> parse_time(std::string_view text) {
   double seconds = 0;
   std::size_t pos = 0;
   int parts = 0;
-  // "HH:MM:SS.ffffff" or plain seconds: fold the colon-separated fields in base 60.
+  // "HH:MM:SS.ffffff" or plain seconds: fold the colon-separated fields in base 60. A field after a
+  // colon (minutes, seconds) is below 60: "99:99:99.5" is no time of day.
   for (;;) {
     std::size_t const colon = s.find(':', pos);
     std::string const field = s.substr(pos, colon == std::string::npos ? colon : colon - pos);
@@ -118,7 +119,7 @@ std::optional<double> parse_time(std::string_view text) {
     double const v = std::strtod(field.c_str(), &end);
     // A time is a finite, non-negative decimal: not "nan", "inf", "1e999" or a hexadecimal float.
     if (field.empty() || end != field.c_str() + field.size() || !std::isfinite(v) || v < 0 ||
-        field.find_first_of("xXnN") != std::string::npos)
+        field.find_first_of("xXnN") != std::string::npos || (parts > 0 && v >= 60))
       return std::nullopt;
     seconds = seconds * 60 + v;
     if (++parts > 3) return std::nullopt;

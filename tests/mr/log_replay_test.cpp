@@ -208,7 +208,7 @@ TEST(log_replay, other_bad_input_is_rejected_with_the_reason) {
         message(std::string("Action,Pointer,Size\nallocate,") + pointer + ",5\n").find("line 2"),
         std::string::npos)
         << pointer;
-  for (char const* time : {"nan", "inf", "1e999", "0x1p3"})
+  for (char const* time : {"nan", "inf", "1e999", "0x1p3", "99:99:99.5", "1:60:00", "1:00:60"})
     EXPECT_NE(message(std::string("Action,Pointer,Size,Time\nallocate,0x10,5,") + time + "\n")
                   .find("line 2"),
               std::string::npos)
