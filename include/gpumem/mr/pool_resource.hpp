@@ -128,9 +128,11 @@ struct pool_options {
   // cover of every chunk, and a double free, a foreign pointer or a free with another size than
   // the one asked for (even one of the same size class) is caught instead of corrupting the pool:
   // logged at error level with the pointer and the sizes, counted in invalid_deallocations, and
-  // ignored (the block stays live). Costs a mutex per call: for tests and debugging. Without it, a
-  // second free of a block of a cached size is caught only while the block is among the last four
-  // freed to the calling thread's stack for that size class (docs/mr.md).
+  // ignored (the block stays live). Costs a mutex per call: for tests and debugging. Without it,
+  // frees above max_cached_size are still checked exactly, but a free of a cached size with a
+  // pointer the pool did not hand out (foreign, or inside a live block) is not seen, and a second
+  // free of such a block is caught only while the block is among the last four freed to the
+  // calling thread's stack for that size class (docs/mr.md, "Refused frees").
   bool track_blocks = false;
   // Streams and events are those of this backend (null: gpumem::backend()).
   device_backend* backend = nullptr;
