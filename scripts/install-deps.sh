@@ -6,12 +6,25 @@
 # when missing). The CUDA toolkit is optional (without it only the host backend is built) and is
 # not installed here. Prints nothing and takes a moment when everything is in place.
 #
+#   scripts/install-deps.sh               # everything scripts/test.sh needs
+#   scripts/install-deps.sh --no-python   # the C++ build alone (scripts/quickstart.sh): no pip
+#
 # Missing tools come from apt-get. When the distribution's CMake is older than the minimum, the
 # `cmake` package from pip is installed into $GPUMEM_TOOLS_DIR (/opt/gpumem-tools) and its cmake,
 # ctest and cpack are linked into $GPUMEM_TOOLS_BIN (/usr/local/bin, which Debian and Ubuntu put
 # before /usr/bin on PATH), so every later `cmake` of the calling script is that one. The script
 # fails, saying why, if a tool on PATH is still missing or too old afterwards.
 set -euo pipefail
+python=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-python) python=0 ;;
+    *)
+      echo "install-deps: unknown argument $arg (usage: install-deps.sh [--no-python])" >&2
+      exit 2
+      ;;
+  esac
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools_dir=${GPUMEM_TOOLS_DIR:-/opt/gpumem-tools}
 tools_bin=${GPUMEM_TOOLS_BIN:-/usr/local/bin}
@@ -86,23 +99,35 @@ if ! cmake_ok && ! cmake_ok "$tools_bin/cmake"; then
 fi
 
 # The Python package (scripts/test.sh installs it with --no-build-isolation, so its build
-# requirements must be importable by python3).
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_install python3-venv
-python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
-python_missing=()
-for module in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy \
-  matplotlib:matplotlib; do
-  python3 -c "import ${module%%:*}" >/dev/null 2>&1 || python_missing+=("${module#*:}")
-done
-if [ ${#python_missing[@]} -gt 0 ]; then
-  echo "install-deps: pip install ${python_missing[*]}"
-  # --break-system-packages is needed where the distribution marks its Python as externally
-  # managed (PEP 668); older pips do not know the option and need none.
-  pip_flags=(--quiet --disable-pip-version-check)
-  python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages &&
-    pip_flags+=(--break-system-packages)
-  $sudo env PIP_ROOT_USER_ACTION=ignore python3 -m pip install "${pip_flags[@]}" \
-    "${python_missing[@]}"
+# requirements must be importable by python3, and its extension needs Python's headers).
+if [ $python -eq 1 ]; then
+  python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_install python3-venv
+  python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+  python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+    apt_install python3-dev
+  python_missing=()
+  for module in nanobind:nanobind scikit_build_core:scikit-build-core pytest:pytest numpy:numpy \
+    matplotlib:matplotlib; do
+    python3 -c "import ${module%%:*}" >/dev/null 2>&1 || python_missing+=("${module#*:}")
+  done
+  if [ ${#python_missing[@]} -gt 0 ]; then
+    echo "install-deps: pip install ${python_missing[*]}"
+    # --break-system-packages is needed where the distribution marks its Python as externally
+    # managed (PEP 668); older pips do not know the option and need none.
+    pip_flags=(--quiet --disable-pip-version-check)
+    python3 -m pip install --help 2>/dev/null | grep -q -- --break-system-packages &&
+      pip_flags+=(--break-system-packages)
+    # The python3 on PATH (a virtual environment's, say), by its path: sudo would look it up on its
+    # own secure_path, and install into the system's Python instead. sudo only where that Python's
+    # packages are not writable by the caller.
+    py=$(command -v python3)
+    pip_sudo=$sudo
+    "$py" -c 'import os, sys, sysconfig
+sys.exit(not os.access(sysconfig.get_paths()["purelib"], os.W_OK))' && pip_sudo=""
+    $pip_sudo env PIP_ROOT_USER_ACTION=ignore "$py" -m pip install "${pip_flags[@]}" \
+      "${python_missing[@]}"
+  fi
 fi
 
 failed=0
@@ -125,10 +150,12 @@ gtest_ok || {
   echo "install-deps: GoogleTest (gtest/gtest.h and libgtest) not found" >&2
   failed=1
 }
-for module in nanobind scikit_build_core pytest numpy matplotlib; do
-  python3 -c "import $module" >/dev/null 2>&1 || {
-    echo "install-deps: the Python module $module is still missing for python3" >&2
-    failed=1
-  }
-done
+if [ $python -eq 1 ]; then
+  for module in nanobind scikit_build_core pytest numpy matplotlib; do
+    python3 -c "import $module" >/dev/null 2>&1 || {
+      echo "install-deps: the Python module $module is still missing for python3" >&2
+      failed=1
+    }
+  done
+fi
 exit $failed

@@ -11,7 +11,7 @@
 # "$build/examples/quickstart".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --no-python  # the C++ build alone
 build=${GPUMEM_BUILD_DIR:-build}/quickstart
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMEM_BUILD_TESTS=OFF \
   -DGPUMEM_BUILD_BENCH=OFF >/dev/null
