@@ -2,7 +2,8 @@
 // max_cached_size, by address, with their size and chunk. A free finds its block's chunk here
 // without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
 // never allocated here) or with the wrong size is caught instead of corrupting the pool; so is a
-// free of a cached size at the address of a live large block (live(), on every cached-size free).
+// free of a cached size at the address of a live large block, or inside its first granule
+// (holds(), on every cached-size free).
 //
 // A map by address, as an allocator's page map: the address space is cut into regions of 256 MiB,
 // and a region, once a block starts in it, into granules of one entry each, which holds the block
@@ -67,6 +68,28 @@ class pool_large_blocks {
     return overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr);
   }
 
+  // True if a live block starts at `addr` or holds it, among the blocks that start in addr's
+  // granule or the one before: a cached-size free of a pointer into the first granule of a live
+  // large block (an offset into a buffer, freed by mistake) is caught at the cost of two entries'
+  // loads; one deeper inside is not seen. A size is read between two loads of its key: a size of
+  // another block at that key (freed and allocated again meanwhile) is still a live block's.
+  bool holds(std::uintptr_t addr) noexcept {
+    if (addr <= busy) return false;
+    if (entry* const e = entry_of(addr); e != nullptr) {
+      std::uintptr_t const key = settled_key(*e);
+      if (key == addr) return true;
+      if (key != empty && key < addr && holds_from(*e, key, addr)) return true;
+    }
+    if (addr >= granule()) {
+      std::uintptr_t const before = addr - granule();
+      if (entry* const e = entry_of(before); e != nullptr) {
+        std::uintptr_t const key = settled_key(*e);
+        if (key != empty && holds_from(*e, key, addr)) return true;
+      }
+    }
+    return overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr);
+  }
+
   std::size_t granule() const noexcept { return std::size_t{1} << granule_shift_; }
   // The blocks kept in the overflow table now (for tests).
   std::size_t overflowed() const noexcept {
@@ -122,6 +145,11 @@ class pool_large_blocks {
     return key;
   }
   static void relax(unsigned spins) noexcept;
+  // True if the block `e` held at `key` (below addr) reaches past `addr`.
+  static bool holds_from(entry& e, std::uintptr_t key, std::uintptr_t addr) noexcept {
+    std::size_t const size = e.size.load(std::memory_order_relaxed);
+    return e.key.load(std::memory_order_acquire) == key && addr - key < size;
+  }
   // Gives `addr`'s region entries (under grow_mutex_); null when the region table has no room.
   // May throw std::bad_alloc.
   entry* map_region(std::uintptr_t addr);

@@ -296,11 +296,13 @@ void pool_state::deallocate_checked(void* ptr, std::size_t bytes, std::size_t si
     pool_bump(cache->counters.deallocations, 1);
     return;
   }
-  if (large_blocks_.live(reinterpret_cast<std::uintptr_t>(ptr))) {
-    // A live large block freed with a cached size: it would go to a stack and be handed out again
-    // while its owner still uses it.
+  if (large_blocks_.holds(reinterpret_cast<std::uintptr_t>(ptr))) {
+    // A live large block (or a pointer into its first granule) freed with a cached size: it would
+    // go to a stack and be handed out again while its owner still uses it.
     refuse_deallocation(reinterpret_cast<std::uintptr_t>(ptr), bytes,
-                        "the block was allocated with another size");
+                        large_blocks_.live(reinterpret_cast<std::uintptr_t>(ptr))
+                            ? "the block was allocated with another size"
+                            : "a pointer inside a live block of another size");
     return;
   }
   unsigned const cls = pool_size_class(bytes);

@@ -1,5 +1,6 @@
 // pool_resource at its edges: option values at their limits (a cached-size limit below the smallest
-// class, a maximum off the 256-byte granularity), a live large block freed with a cached size, a
+// class, a maximum off the 256-byte granularity), a live large block (or a pointer into its first
+// granule) freed with a cached size, a
 // growth in flight on another thread near the maximum, frees after close(), and second frees of
 // cached sizes without track_blocks.
 #include <gpumem/core/error.hpp>
@@ -54,6 +55,31 @@ TEST_F(pool_test, a_large_block_freed_with_a_cached_size_is_caught_without_track
     EXPECT_EQ(log.errors().size(), 1u);
   }
   EXPECT_EQ(pool.statistics().invalid_deallocations, 2u);
+  pool.check_invariants();
+}
+
+TEST_F(pool_test, a_pointer_into_a_large_block_freed_with_a_cached_size_is_caught) {
+  // An offset into a live buffer freed by mistake: within the block's first granule (the large
+  // block map's entry for it holds the block), it is refused and the block stays whole.
+  pool_resource pool(upstream, {});
+  auto* const big = static_cast<char*>(pool.allocate(MiB, a));
+  for (std::size_t const offset : {std::size_t{256}, std::size_t{4096}, std::size_t{64} * KiB}) {
+    test::error_log_capture log;
+    pool.deallocate(big + offset, 512, a);
+    ASSERT_EQ(log.errors().size(), 1u) << offset;
+    EXPECT_NE(log.errors()[0].find("inside a live block"), std::string::npos) << log.errors()[0];
+  }
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 3u);
+  std::vector<void*> small;
+  for (int i = 0; i < 8; ++i) {
+    small.push_back(pool.allocate(512, a));
+    EXPECT_FALSE(test::overlap(small.back(), 512, big, MiB)) << "a live block handed out again";
+  }
+  pool.check_invariants();
+  for (void* p : small)
+    pool.deallocate(p, 512, a);
+  pool.deallocate(big, MiB, a);
+  EXPECT_EQ(pool.statistics().invalid_deallocations, 3u);
   pool.check_invariants();
 }
 

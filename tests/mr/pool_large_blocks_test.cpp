@@ -1,9 +1,10 @@
 // The map of live large blocks (src/mr/pool_large_blocks.hpp, private to the pool, compiled into
 // this test): the granule each smallest block gives, exact liveness (no other address of a granule
-// is live), a double free or a wrong size refused, blocks that the map cannot hold (two in one
-// granule, regions past its room) kept in the overflow table and found there, replacement at one
-// address, foreign addresses (0, 1, unmapped regions, the top of the address space), and threads
-// that insert and remove at once, on their own entries and on one.
+// is live), the addresses a block holds (its first granule), a double free or a wrong size refused,
+// blocks that the map cannot hold (two in one granule, regions past its room) kept in the overflow
+// table and found there, replacement at one address, foreign addresses (0, 1, unmapped regions, the
+// top of the address space), and threads that insert and remove at once, on their own entries and
+// on one.
 #include "pool_large_blocks.hpp"
 
 #include <gtest/gtest.h>
@@ -58,6 +59,44 @@ TEST(pool_large_blocks, a_block_is_live_at_its_own_address_alone_and_removed_onc
   }
   for (std::size_t i = 0; i < blocks; ++i)
     ASSERT_FALSE(table.live(at(i))) << i;
+}
+
+TEST(pool_large_blocks, a_block_holds_the_addresses_of_its_first_granule) {
+  // holds(): a block's own address and every address up to at least one granule past it; beyond
+  // the granule after its own, not seen; never an address past its end or before its start.
+  pool_large_blocks table((256u << 10) + 1);
+  pool_chunk chunk;
+  std::size_t const g = table.granule();
+  for (std::size_t const offset : {std::size_t{0}, std::size_t{256}, g / 2, g - 256}) {
+    std::uintptr_t const start = base + 8 * g + offset;  // somewhere in its granule
+    std::size_t const size = 3 * g;
+    table.insert(start, {size, &chunk});
+    EXPECT_TRUE(table.holds(start)) << offset;
+    EXPECT_FALSE(table.holds(start - 256)) << offset;
+    for (std::size_t inside = 256; inside <= g; inside += g / 4)
+      EXPECT_TRUE(table.holds(start + inside)) << offset << " + " << inside;
+    EXPECT_TRUE(table.live(start));
+    EXPECT_FALSE(table.live(start + 256));  // live() stays exact
+    pool_chunk* found = nullptr;
+    ASSERT_EQ(table.remove(start, size, found), pool_large_blocks::outcome::removed);
+    for (std::size_t inside = 0; inside < 2 * g; inside += g / 4)
+      EXPECT_FALSE(table.holds(start + inside)) << offset << " + " << inside;
+  }
+  // A short block (one granule and 256 bytes) holds nothing past its end.
+  std::uintptr_t const start = base + 20 * g + g / 2;
+  table.insert(start, {g + 256, &chunk});
+  EXPECT_TRUE(table.holds(start + g));
+  EXPECT_FALSE(table.holds(start + g + 256));
+  EXPECT_FALSE(table.holds(start + g + g / 2));
+  // The first granule of a region, whose previous granule is another region's.
+  std::uintptr_t const edge = base + 4 * region - 256;
+  table.insert(edge, {g, &chunk});
+  EXPECT_TRUE(table.holds(edge + 256));
+  EXPECT_TRUE(table.holds(edge + g - 256));
+  EXPECT_FALSE(table.holds(edge + g));
+  EXPECT_FALSE(table.holds(0));
+  EXPECT_FALSE(table.holds(1));
+  EXPECT_FALSE(table.holds(~std::uintptr_t{0}));
 }
 
 TEST(pool_large_blocks, blocks_sharing_a_granule_go_to_the_overflow_table_and_back) {
