@@ -6,6 +6,9 @@
 // By address: an ordered map keyed by each extent's END (merging needs the neighbours of a range),
 // so that the common changes move no node: carving a block from the start of an extent, and
 // handing back a block that joins the extent after it, change only the extent's start and size.
+// (Sorted arrays of keys under an array of their leaves' tops, searched without branches, in place
+// of the tree: half the mispredicted branches under cachegrind, yet no faster on the H200 machine's
+// host: a pair of the mixed trace's large blocks, 256 KiB-4 MiB, took 315 ns against 286.)
 // By size: segregated bins
 // (16 per power of two, so sizes in a bin differ by at most 1/16), each an intrusive list of the
 // bin's extents, with a two-level bitmap of the bins in use: finding the bin of a fit is a few bit

@@ -30,8 +30,13 @@ if(HOST_ONLY_CUDA_CONSUMER AND MODE STREQUAL "install")
 endif()
 if(cuda_consumer)
   list(APPEND configure_args -DCMAKE_CUDA_COMPILER=${CUDA_COMPILER})
-  if(CUDA_ARCHITECTURES)  # none in a host-only build: the compiler's default, one architecture
+  # Installed, the consumer builds for this build's architectures (none in a host-only build: the
+  # compiler's default). As a parent of gpumem it sets none, as a user's project may not: gpumem
+  # must leave the compiler's default to the parent's .cu targets.
+  if(CUDA_ARCHITECTURES AND MODE STREQUAL "install")
     set(ENV{CUDAARCHS} "${CUDA_ARCHITECTURES}")  # CMake's default for CMAKE_CUDA_ARCHITECTURES
+  else()
+    unset(ENV{CUDAARCHS})
   endif()
   if(CUDA_COMPILER_LAUNCHER)
     list(APPEND configure_args -DCMAKE_CUDA_COMPILER_LAUNCHER=${CUDA_COMPILER_LAUNCHER})
