@@ -130,10 +130,10 @@ struct pool_options {
   // logged at error level with the pointer and the sizes, counted in invalid_deallocations, and
   // ignored (the block stays live). Costs a mutex per call: for tests and debugging. Without it,
   // frees above max_cached_size are still checked exactly, but a free of a cached size with a
-  // pointer the pool did not hand out (foreign, or inside a live block beyond the first 256 KiB) is
-  // not seen, and a second
-  // free of such a block is caught only while the block is among the last four freed to the
-  // calling thread's stack for that size class (docs/mr.md, "Refused frees").
+  // pointer the pool did not hand out (foreign, or inside a live block beyond its first 256 KiB)
+  // is not seen, and a second free of a block of a cached size is caught only while the block is
+  // among the last four freed to the calling thread's stack for that size class (docs/mr.md,
+  // "Refused frees").
   bool track_blocks = false;
   // Streams and events are those of this backend (null: gpumem::backend()).
   device_backend* backend = nullptr;
