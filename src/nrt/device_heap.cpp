@@ -181,6 +181,8 @@ void device_heap::check() {
     write_device(&ref_.counters->first_failed_size, 0ull);
     std::ostringstream detail;
     detail << c.failures << " device allocation(s) returned null";
+    if (c.first_failed_size > static_cast<unsigned long long>(INT64_MAX))
+      detail << " (the first asked for more than INT64_MAX bytes: a size that overflowed)";
     if (ref_.kind == heap_kind::gpumem)
       detail << "; " << ref_.slab_count << " slabs of " << format_bytes(slab_bytes()) << ", "
              << ref_.shard_count << " shard(s)";

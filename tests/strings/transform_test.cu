@@ -294,6 +294,29 @@ TEST_F(transform_test, a_failure_the_udf_went_on_from_fails_the_call) {
   EXPECT_EQ(st.mi_alloc, st.mi_free);
 }
 
+// The same with a size past INT64_MAX instead of an exhausted heap: the failed string allocates
+// nothing, yet the heap records it (SIZE_MAX bytes), so the call fails instead of returning rows
+// built from empty strings.
+struct oversized_udf {
+  GPUMEM_HD udf_result operator()(string_view s) const {
+    udf_string huge =
+        gpumem::strings::repeat(s, gpumem::strings::size_type{1} << 62);  // past INT64_MAX bytes
+    udf_string r = s + huge;  // the failed string reads as empty
+    return r;
+  }
+};
+
+TEST_F(transform_test, a_size_past_int64_max_the_udf_went_on_from_fails_the_call) {
+  column const c = gpumem::strings_column_from_host(std::vector<std::string>{"ab", "xyz"});
+  try {
+    (void)gpumem::strings::transform(c, oversized_udf{});
+    FAIL() << "rows made from an oversized string came back without an error";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_NE(std::string(e.what()).find("inside the UDF failed"), std::string::npos) << e.what();
+    EXPECT_EQ(e.requested_bytes(), ~std::size_t{0}) << e.what();
+  }
+}
+
 // Errors the caller's memory system held before the call are reported by the call, not hidden.
 struct failing_reserve {  // a kernel of the caller's whose allocation fails
   GPUMEM_HD void operator()(gpumem::thread_index const&) const {

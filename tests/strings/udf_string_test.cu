@@ -411,6 +411,15 @@ TEST_F(strings_heap, moves_transfer_the_buffer) {
 
 TEST_F(strings_heap, fill_constructor) {
   EXPECT_EQ(run(fill_constructor, 0), "");
+  // The fill past INT64_MAX bytes allocated nothing, and the heap recorded it: a UDF that went on
+  // from that string is caught by check().
+  try {
+    ms().check();
+    ADD_FAILURE() << "a size past INT64_MAX was not recorded";
+  } catch (gpumem::out_of_memory const& e) {
+    EXPECT_EQ(e.requested_bytes(), ~std::size_t{0}) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more than INT64_MAX"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(strings_heap, errors_make_a_string_failed_and_it_stays_failed) {

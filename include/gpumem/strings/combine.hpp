@@ -44,12 +44,12 @@ GPUMEM_HD udf_string join_parts(string_view sep, Parts const& parts, size_type n
   if (n <= 0) return out;
   size_type total = 0;
   if (!checked_mul(sep.size_bytes(), n - 1, total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   for (size_type i = 0; i < n; ++i) {
     if (!checked_add(total, parts[i].size_bytes(), total)) {
-      out.set_error(errc::out_of_memory);
+      detail::fail_oversized(out);
       return out;
     }
   }
@@ -67,7 +67,7 @@ GPUMEM_HD inline udf_string concat(string_view a, string_view b) {
   udf_string out;
   size_type total = 0;
   if (!detail::checked_add(a.size_bytes(), b.size_bytes(), total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   if (total == 0 || !out.resize_bytes(total)) return out;
@@ -85,7 +85,7 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline udf_string repeat(string_view s, size_t
   if (n <= 0 || s.empty()) return out;
   size_type total = 0;
   if (!detail::checked_mul(s.size_bytes(), n, total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   if (!out.resize_bytes(total)) return out;

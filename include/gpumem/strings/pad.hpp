@@ -51,7 +51,7 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline udf_string pad_sides(string_view s, siz
   size_type total = 0;
   // left + right is the margin, below INT64_MAX.
   if (!checked_mul(left + right, n, total) || !checked_add(total, s.size_bytes(), total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   if (total == 0 || !out.resize_bytes(total)) return out;
@@ -115,14 +115,14 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline udf_string expandtabs(string_view s,
         size_type const spaces = tabsize - column % tabsize;
         // column <= total: checking total covers both.
         if (!detail::checked_add(total, spaces, total)) {
-          out.set_error(errc::out_of_memory);
+          detail::fail_oversized(out);
           return out;
         }
         column += spaces;
       }
     } else {
       if (!detail::checked_add(total, size_type{1}, total)) {  // after tabs that filled INT64_MAX
-        out.set_error(errc::out_of_memory);
+        detail::fail_oversized(out);
         return out;
       }
       if (!detail::is_continuation(c)) ++column;

@@ -41,7 +41,7 @@ GPUMEM_HD inline udf_string insert_between(string_view s, string_view new_, size
   size_type const n = limit <= len ? limit : len + 1;
   size_type total = 0;
   if (!checked_mul(new_.size_bytes(), n, total) || !checked_add(total, s.size_bytes(), total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   if (total == 0 || !out.resize_bytes(total)) return out;
@@ -83,7 +83,7 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline udf_string replace(string_view s, strin
   size_type total = 0;
   if (!detail::checked_mul(n, new_.size_bytes(), total) ||
       !detail::checked_add(total, bytes - n * m, total)) {
-    out.set_error(errc::out_of_memory);
+    detail::fail_oversized(out);
     return out;
   }
   if (total == 0 || !out.resize_bytes(total)) return out;

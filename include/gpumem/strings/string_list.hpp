@@ -104,7 +104,7 @@ class string_list {
     if (capacity_ != 0) cap = capacity_ <= INT64_MAX / 2 ? capacity_ * 2 : needed;
     if (cap < needed) cap = needed;
     if (cap > INT64_MAX / item) {
-      set_error(errc::out_of_memory);
+      detail::fail_oversized(*this);
       return false;
     }
     auto* const p = static_cast<string_view*>(detail::heap_allocate(cap * item));

@@ -162,7 +162,7 @@ class udf_string {
 
   GPUMEM_HD bool grow_by(size_type n) {
     if (n > INT64_MAX - bytes_) {
-      set_error(errc::out_of_memory);
+      detail::fail_oversized(*this);
       return false;
     }
     return grow_to(bytes_ + n);
@@ -189,7 +189,7 @@ class udf_string {
     char unit[4];
     int const n = utf8::encode(fill, unit);
     if (count > INT64_MAX / n) {
-      set_error(errc::out_of_memory);
+      detail::fail_oversized(*this);
       return;
     }
     if (!reserve(count * n)) return;

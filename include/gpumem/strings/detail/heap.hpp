@@ -24,6 +24,18 @@ GPUMEM_STRINGS_NOINLINE GPUMEM_HD inline void heap_free(void* p) {
   NRT_Free(p);
 }
 
+// A size past INT64_MAX, which no string can have: recorded on the current heap (nrt::launch's;
+// none outside it) as a failed allocation of SIZE_MAX bytes, so that memsys::check() and
+// strings::transform report it as they report an exhausted heap (a UDF may go on from the failed
+// string, which reads as empty); then `s` (a udf_string or string_list) fails with
+// errc::out_of_memory.
+template <class String>
+GPUMEM_STRINGS_NOINLINE GPUMEM_HD void fail_oversized(String& s) {
+  if (nrt::detail::memsys_state* const ms = nrt::detail::current_memsys())
+    nrt::detail::record_failure(ms->heap, ~std::size_t{0});
+  s.set_error(errc::out_of_memory);
+}
+
 // The capacity to allocate for `needed` bytes when `current` are held (`needed` > current):
 // double the current capacity (`minimum` from empty), then powers of two up to 64 KiB (the heap's
 // small size classes round up to them anyway), and at least `needed`. Above 64 KiB the heap gives
