@@ -251,54 +251,6 @@ replay_numbers measure_replay(competitor const& c, std::vector<log_event> const&
   return out;
 }
 
-std::vector<competitor> make_competitors(timed_upstream& upstream, bool cuda, bool pool_only) {
-  std::vector<competitor> all;
-  all.push_back({"gpumem pool", 1.0, true,
-                 [&] {
-                   pool_options o;
-                   o.wait_across_streams = args.wait_across_streams;
-                   o.query_other_streams = args.query_other_streams;
-                   o.max_cached_size = args.max_cached_size;
-                   return std::make_unique<pool_resource>(upstream, o);
-                 },
-                 nullptr, nullptr});
-  // The same pool growing inside one reserved virtual range (pool_options::expandable).
-  if (backend().vmm_granularity() > 0)
-    all.push_back({"gpumem expandable", 1.0, true,
-                   [&] {
-                     pool_options o;
-                     o.expandable = true;
-                     o.held_target = args.held_target;
-                     o.query_other_streams = args.query_other_streams;
-                     o.max_cached_size = args.max_cached_size;
-                     return std::make_unique<pool_resource>(upstream, o);
-                   },
-                   nullptr, nullptr});
-  if (pool_only) return all;
-  all.push_back({"cudaMalloc", 0.01, false, [] { return std::make_unique<malloc_resource>(); },
-                 nullptr, nullptr});
-  all.push_back(
-      {"cudaMallocAsync", 0.1, true, [] { return std::make_unique<malloc_async_resource>(); },
-       [] { backend().set_async_release_threshold(std::numeric_limits<std::size_t>::max()); },
-       [] { backend().trim_async_pool(0); }});
-  all.push_back({"cudaMallocAsync thr=0", 0.05, true,
-                 [] { return std::make_unique<malloc_async_resource>(); },
-                 [] { backend().set_async_release_threshold(0); },
-                 [] { backend().trim_async_pool(0); }});
-  if (cuda && torch_available())
-    all.push_back({"PyTorch", 0.1, true, [] { return std::make_unique<torch_resource>(); }, nullptr,
-                   [] { torch_empty_cache(); }});
-  if (cuda && rmm_available()) {
-    all.push_back({"RMM pool", 0.1, true,
-                   [] { return std::make_unique<rmm_resource>(rmm_kind::pool); }, nullptr,
-                   nullptr});
-    all.push_back({"RMM arena", 0.1, true,
-                   [] { return std::make_unique<rmm_resource>(rmm_kind::arena); }, nullptr,
-                   nullptr});
-  }
-  return all;
-}
-
 // The first passes of a process run slower than the rest (page faults, the host's clock rising):
 // on an H100 machine the first measurement's five one-thread passes took 90, 32, 23, 15 and 14 ms.
 // Half a second of a trace on a resource that is then dropped, untimed, so that whichever
@@ -353,7 +305,7 @@ int run(int argc, char** argv) {
   pools_upstream = &upstream;
   std::size_t const previous_threshold = backend().set_async_release_threshold(0);
   backend().set_async_release_threshold(previous_threshold);
-  std::vector<competitor> const competitors = make_competitors(upstream, cuda, pool_only);
+  std::vector<competitor> const competitors = make_competitors(args, upstream, cuda, pool_only);
   std::vector<int> const thread_counts =
       !args.threads.empty() ? args.threads
                             : (quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16});

@@ -1,22 +1,27 @@
 // bench_alloc's competitors, each a gpumem::memory_resource so that every one pays the same
 // virtual call: cudaMalloc, cudaMallocAsync, PyTorch's caching allocator and RMM's pool and arena
-// (the last two when their libraries were found), and the pools' upstream with its time counted.
+// (the last two when their libraries were found), and the pools' upstream with its time counted;
+// make_competitors() lists them, gpumem's pools first.
 #pragma once
 
+#include "alloc_args.hpp"
 #include "rmm_resources.hpp"
 #include "torch_allocator.hpp"
 
 #include <gpumem/cuda/device_backend.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/memory_resource.hpp>
+#include <gpumem/mr/pool_resource.hpp>
 
 #include "bench_support.hpp"
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace gpumem::bench {
 
@@ -108,5 +113,58 @@ class timed_upstream final : public memory_resource {
   cuda_resource inner_;
   std::atomic<std::uint64_t> ns_{0};
 };
+
+// The allocators bench_alloc measures: gpumem's pools (chunked, and expandable where the backend
+// maps memory) over `upstream`, with the options of `args` (which must outlive them), then, unless
+// `pool_only`, cudaMalloc, cudaMallocAsync (release threshold high and 0), and on CUDA PyTorch's
+// allocator and RMM's pool and arena where found.
+inline std::vector<competitor> make_competitors(alloc_args const& args, timed_upstream& upstream,
+                                                bool cuda, bool pool_only) {
+  std::vector<competitor> all;
+  all.push_back({"gpumem pool", 1.0, true,
+                 [&] {
+                   pool_options o;
+                   o.wait_across_streams = args.wait_across_streams;
+                   o.query_other_streams = args.query_other_streams;
+                   o.max_cached_size = args.max_cached_size;
+                   return std::make_unique<pool_resource>(upstream, o);
+                 },
+                 nullptr, nullptr});
+  // The same pool growing inside one reserved virtual range (pool_options::expandable).
+  if (backend().vmm_granularity() > 0)
+    all.push_back({"gpumem expandable", 1.0, true,
+                   [&] {
+                     pool_options o;
+                     o.expandable = true;
+                     o.held_target = args.held_target;
+                     o.query_other_streams = args.query_other_streams;
+                     o.max_cached_size = args.max_cached_size;
+                     return std::make_unique<pool_resource>(upstream, o);
+                   },
+                   nullptr, nullptr});
+  if (pool_only) return all;
+  all.push_back({"cudaMalloc", 0.01, false, [] { return std::make_unique<malloc_resource>(); },
+                 nullptr, nullptr});
+  all.push_back(
+      {"cudaMallocAsync", 0.1, true, [] { return std::make_unique<malloc_async_resource>(); },
+       [] { backend().set_async_release_threshold(std::numeric_limits<std::size_t>::max()); },
+       [] { backend().trim_async_pool(0); }});
+  all.push_back({"cudaMallocAsync thr=0", 0.05, true,
+                 [] { return std::make_unique<malloc_async_resource>(); },
+                 [] { backend().set_async_release_threshold(0); },
+                 [] { backend().trim_async_pool(0); }});
+  if (cuda && torch_available())
+    all.push_back({"PyTorch", 0.1, true, [] { return std::make_unique<torch_resource>(); }, nullptr,
+                   [] { torch_empty_cache(); }});
+  if (cuda && rmm_available()) {
+    all.push_back({"RMM pool", 0.1, true,
+                   [] { return std::make_unique<rmm_resource>(rmm_kind::pool); }, nullptr,
+                   nullptr});
+    all.push_back({"RMM arena", 0.1, true,
+                   [] { return std::make_unique<rmm_resource>(rmm_kind::arena); }, nullptr,
+                   nullptr});
+  }
+  return all;
+}
 
 }  // namespace gpumem::bench
