@@ -117,13 +117,29 @@ std::shared_mutex& contexts_mutex() noexcept {
   return *contexts_mutex_now;
 }
 
+namespace {
+
+// Whether the calling thread holds the GIL. Before CPython 3.12 the "current" thread state is the
+// interpreter's, the state of whichever thread holds the GIL: PyThreadState_GetDict() is then not
+// null on a thread that released it (flush() and reset() release it before their context_use),
+// which then "released" the GIL again, swapping out the state of the thread that held it, and
+// Python crashed. PyGILState_Check compares with the calling thread's own state; the stable ABI
+// the extension is built against from 3.12 on lacks it, and there the current thread state is the
+// calling thread's own (PyThreadState_GetDict gives null without one, raising nothing).
+bool holds_gil() noexcept {
+#if defined(Py_LIMITED_API)
+  return PyThreadState_GetDict() != nullptr;
+#else
+  return PyGILState_Check() != 0;
+#endif
+}
+
+}  // namespace
+
 context_use::context_use() {
   std::shared_mutex& m = contexts_mutex();
   if (m.try_lock_shared()) return;
-  // Whether this thread holds the GIL: a current thread state (PyGILState_Check is not in the
-  // stable ABI the extension is built against; PyThreadState_GetDict is, and gives null without
-  // one, raising nothing).
-  if (PyThreadState_GetDict() != nullptr) {
+  if (holds_gil()) {
     gil_release unlocked;  // the change in progress may need the GIL
     m.lock_shared();
     // Parked at exit (the lock taken inside the gil_release), the thread lets the lock go: the

@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
-# Python threads allocate, free and read statistics while another thread closes the contexts or
-# replaces the manager (each of those releases the GIL while it waits for the device). Run in a
-# child process: a context destroyed under an allocating thread crashed the interpreter.
+# Python threads allocate, free, flush and read statistics while another thread closes the contexts
+# or replaces the manager (each of those releases the GIL while it waits for the device). Run in a
+# child process: a context destroyed under an allocating thread crashed the interpreter, and so did
+# a flush() (which releases the GIL first) that found a change in progress, on CPython before 3.12:
+# it took the GIL for its own and "released" it again under the thread that held it.
 _CONTEXTS_CHANGE_UNDER_ALLOCATING_THREADS = r"""
 import sys, threading, time
 import gpumem
@@ -36,6 +38,8 @@ def worker(i):
             kept.append(gpumem.allocate(1000 + i) if i % 2 else gpumem.memalloc(1000 + i))
             gpumem.statistics()
             gpumem.manager_name()
+            if i % 3 == 0:
+                gpumem.flush()
             if len(kept) > 50:
                 kept.clear()
     except Exception as e:
