@@ -227,6 +227,8 @@ NB_MODULE(_gpumem, m) {
       .def_prop_ro("mapped", [](host_allocation const& h) { return h.memory.is_mapped(); })
       .def_prop_ro("device_ptr",
                    [](host_allocation const& h) {
+                     // Freed: 0, as ptr (not "pinned but not mapped", which it may have been).
+                     if (!h.memory) return std::uintptr_t{0};
                      return reinterpret_cast<std::uintptr_t>(h.memory.device_pointer());
                    })
       .def_ro("device", &host_allocation::device)

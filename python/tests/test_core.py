@@ -163,6 +163,13 @@ def test_pinned_host_memory():
     assert m.mapped and m.device_ptr != 0
     with pytest.raises(ValueError):
         _ = h.device_ptr  # not mapped
+    m.free()
+    assert m.ptr == 0 and m.device_ptr == 0  # freed: 0, not "not mapped"
+
+
+def test_a_manager_name_with_a_nul_byte_is_refused():
+    with pytest.raises(ValueError, match="NUL byte at offset 1"):
+        gpumem.set_memory_manager("a\0b")
 
 
 def test_close_for_device_reset_then_late_frees_are_silent():

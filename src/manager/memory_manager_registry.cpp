@@ -142,6 +142,12 @@ std::vector<std::string> registered_memory_managers() {
 }
 
 memory_manager_factory load_memory_manager(std::string const& value) {
+  // A name is text: past a NUL byte, a path would be cut (dlopen("/x/lib.so\0junk") loads
+  // /x/lib.so) and so would every message that quotes it.
+  if (std::size_t const nul = value.find('\0'); nul != std::string::npos)
+    throw logic_error("GPUMEM_MEMORY_MANAGER: the name '" + value.substr(0, nul) +
+                      "\\0...' holds a NUL byte at offset " + std::to_string(nul) + " (of " +
+                      std::to_string(value.size()) + " bytes)");
   std::string const name = value.empty() ? "default" : value;
   std::string const what = "GPUMEM_MEMORY_MANAGER=" + name;
   memory_manager_factory factory;

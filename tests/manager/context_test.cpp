@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -181,6 +182,19 @@ void expect_bad_value(std::string const& value, std::string const& reason) {
 TEST_F(context_test, an_unknown_name_is_an_error_listing_the_built_ins) {
   expect_bad_value("no_such_manager", "unknown memory manager");
   expect_bad_value("no_such_manager", "default, host_only");
+}
+
+TEST_F(context_test, a_name_holding_a_nul_byte_is_refused_not_cut) {
+  // "/x/lib.so\0junk" would load /x/lib.so, and every message would quote the cut name.
+  try {
+    (void)load_memory_manager(std::string(GPUMEM_LIBRARY_PATH) + std::string(1, '\0') + "junk");
+    FAIL() << "a name with a NUL byte was accepted";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("NUL byte at offset " +
+                                         std::to_string(std::strlen(GPUMEM_LIBRARY_PATH))),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST_F(context_test, a_nonexistent_library_is_an_error_with_the_dlerror) {

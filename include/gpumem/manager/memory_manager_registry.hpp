@@ -31,7 +31,7 @@ void register_memory_manager(std::string name, memory_manager_factory factory);
 // Names of the registered managers, sorted.
 std::vector<std::string> registered_memory_managers();
 // Resolves a GPUMEM_MEMORY_MANAGER value ("" means "default") as described above, including the
-// version check.
+// version check. A value holding a NUL byte is refused (gpumem::logic_error).
 memory_manager_factory load_memory_manager(std::string const& value);
 
 }  // namespace gpumem
