@@ -27,6 +27,9 @@ using namespace nb::literals;
 // replayed event (empty for "cuda").
 nb::dict replay_file(std::string const& path, std::string const& target, pool_options const& opts,
                      bool honour_streams) {
+  // The arguments first: a bad target is named whatever the log holds.
+  GPUMEM_EXPECTS(target == "pool" || target == "cuda",
+                 "replay_log: target must be 'pool' or 'cuda', not '" + target + "'");
   std::vector<log_event> const events = parse_log_file(path);
   cuda_resource upstream;
   std::optional<pool_resource> pool;
@@ -42,9 +45,6 @@ nb::dict replay_file(std::string const& path, std::string const& target, pool_op
       held.push_back(h);
       return h;
     };
-  } else {
-    GPUMEM_EXPECTS(target == "cuda",
-                   "replay_log: target must be 'pool' or 'cuda', not '" + target + "'");
   }
   // The replay's streams are ours, made before and destroyed after the pool (which keeps state
   // per stream until release_stream): up to 8, shared round-robin by the logged streams.

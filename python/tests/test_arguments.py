@@ -90,6 +90,18 @@ def test_pool_options_of_none_are_the_defaults_for_every_target(tmp_path):
     assert gpumem.replay_log(log, "cuda", maximum_size=None)["allocations"] == 1
 
 
+def test_replay_log_names_a_bad_target_and_a_directory(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Action,Pointer,Size\nallocate,0xZZ,5\n")
+    # The target is checked first, whatever the log holds.
+    with pytest.raises(gpumem.InvalidArgumentError, match="target must be 'pool' or 'cuda'"):
+        gpumem.replay_log(bad, "bogus")
+    with pytest.raises(gpumem.InvalidArgumentError, match="is a directory"):
+        gpumem.replay_log(tmp_path)
+    with pytest.raises(gpumem.InvalidArgumentError, match="bad.csv"):
+        gpumem.replay_log(bad)
+
+
 def test_pool_defaults_come_from_cpp():
     # One source, C++'s pool_options{}: the package's defaults and set_memory_manager's docstring.
     defaults = gpumem._gpumem.pool_defaults()

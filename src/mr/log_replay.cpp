@@ -3,6 +3,8 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/mr/log_replay.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -235,9 +237,16 @@ std::vector<log_event> parse_log_file(std::string const& path) {
   // path from Python may hold one).
   GPUMEM_EXPECTS(path.find('\0') == std::string::npos,
                  "parse_log_file: the path " + quoted(path) + " holds a NUL byte");
+  struct stat st {};
+  GPUMEM_EXPECTS(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode),
+                 "parse_log_file: " + quoted(path) + " is a directory, not a log");
   std::ifstream in(path);
   GPUMEM_EXPECTS(in.is_open(), "parse_log_file: cannot open " + quoted(path));
-  return parse_log(in);
+  try {
+    return parse_log(in);
+  } catch (logic_error const& e) {  // the log's own error, with the path it came from
+    throw logic_error(std::string(e.what()) + " (in " + quoted(path) + ")");
+  }
 }
 
 namespace {

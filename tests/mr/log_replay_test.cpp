@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -227,6 +229,29 @@ TEST(log_replay, missing_file_names_the_path) {
   } catch (logic_error const& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/gpumem.csv"), std::string::npos);
   }
+}
+
+TEST(log_replay, a_directory_or_a_malformed_file_is_named_by_its_path) {
+  try {
+    parse_log_file("/tmp");
+    FAIL() << "a directory was read as an empty log";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("'/tmp' is a directory"), std::string::npos) << e.what();
+  }
+  std::string const path = ::testing::TempDir() + "gpumem_malformed_log.csv";
+  {
+    std::ofstream out(path);
+    out << "Action,Pointer,Size\nallocate,0xZZ,5\n";
+  }
+  try {
+    parse_log_file(path);
+    FAIL() << "a malformed log was read";
+  } catch (logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("line 2"), std::string::npos) << what;
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(log_replay, a_path_holding_a_nul_byte_is_refused_not_cut_short) {
