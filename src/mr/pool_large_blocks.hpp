@@ -2,7 +2,7 @@
 // max_cached_size, by address, with their size and chunk. A free finds its block's chunk here
 // without the pool's locks, and a free of a block that is not live (freed twice, on any stream, or
 // never allocated here) or with the wrong size is caught instead of corrupting the pool; so is a
-// free of a cached size at the address of a live large block, or inside its first granule
+// free of a cached size at the address of a live large block, or less than a granule past it
 // (holds(), on every cached-size free).
 //
 // A map by address, as an allocator's page map: the address space is cut into regions of 256 MiB,
@@ -69,10 +69,11 @@ class pool_large_blocks {
   }
 
   // True if a live block starts at `addr` or holds it, among the blocks that start in addr's
-  // granule or the one before: a cached-size free of a pointer into the first granule of a live
-  // large block (an offset into a buffer, freed by mistake) is caught at the cost of two entries'
-  // loads; one deeper inside is not seen. A size is read between two loads of its key: a size of
-  // another block at that key (freed and allocated again meanwhile) is still a live block's.
+  // granule or the one before: a cached-size free of a pointer less than a granule past the start
+  // of a live large block (an offset into a buffer, freed by mistake) is caught at the cost of two
+  // entries' loads; one deeper inside may not be. A size is read between two loads of its key: a
+  // size of another block at that key (freed and allocated again meanwhile) is still a live
+  // block's.
   bool holds(std::uintptr_t addr) noexcept {
     if (addr <= busy) return false;
     if (entry* const e = entry_of(addr); e != nullptr) {
