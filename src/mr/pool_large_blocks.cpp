@@ -60,7 +60,7 @@ pool_large_blocks::entry* pool_large_blocks::map_region(std::uintptr_t addr) {
       r.id.store(id, std::memory_order_release);                       // publishes the entries
     }
     return r.entries.load(std::memory_order_relaxed) +
-           ((addr & ((std::uintptr_t{1} << region_shift) - 1)) >> granule_shift_);
+           ((addr & (region_size - 1)) >> granule_shift_);
   }
   return nullptr;  // no room near the region's home: its blocks go to the overflow table
 }

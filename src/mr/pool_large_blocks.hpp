@@ -76,17 +76,21 @@ class pool_large_blocks {
   // block's.
   bool holds(std::uintptr_t addr) noexcept {
     if (addr <= busy) return false;
-    if (entry* const e = entry_of(addr); e != nullptr) {
+    entry* const e = entry_of(addr);
+    if (e != nullptr) {
       std::uintptr_t const key = settled_key(*e);
       if (key == addr) return true;
       if (key != empty && key < addr && holds_from(*e, key, addr)) return true;
     }
-    if (addr >= granule()) {
-      std::uintptr_t const before = addr - granule();
-      if (entry* const e = entry_of(before); e != nullptr) {
-        std::uintptr_t const key = settled_key(*e);
-        if (key != empty && holds_from(*e, key, addr)) return true;
-      }
+    // The granule before: the entry before `e` in the same region (a region without entries has
+    // none before either), else, for a region's first granule, the previous region's last.
+    bool const first_of_region = ((addr & (region_size - 1)) >> granule_shift_) == 0;
+    entry* const before = !first_of_region    ? (e != nullptr ? e - 1 : nullptr)
+                          : addr >= granule() ? entry_of(addr - granule())
+                                              : nullptr;
+    if (before != nullptr) {
+      std::uintptr_t const key = settled_key(*before);
+      if (key != empty && holds_from(*before, key, addr)) return true;
     }
     return overflow_count_.load(std::memory_order_acquire) != 0 && overflow_live(addr);
   }
@@ -98,6 +102,7 @@ class pool_large_blocks {
   }
 
   static constexpr unsigned region_shift = 28;
+  static constexpr std::uintptr_t region_size = std::uintptr_t{1} << region_shift;
   static constexpr std::size_t region_slots = 1024;
   static constexpr std::size_t region_probes = 16;
 
@@ -130,7 +135,7 @@ class pool_large_blocks {
       std::uintptr_t const seen = regions_[at].id.load(std::memory_order_acquire);
       if (seen == id)
         return regions_[at].entries.load(std::memory_order_relaxed) +
-               ((addr & ((std::uintptr_t{1} << region_shift) - 1)) >> granule_shift_);
+               ((addr & (region_size - 1)) >> granule_shift_);
       if (seen == 0) return nullptr;
     }
     if (no_room != nullptr) *no_room = true;
