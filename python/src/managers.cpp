@@ -11,6 +11,7 @@
 #include <gpumem/mr/logging_adaptor.hpp>
 #include <gpumem/mr/owning_adaptor.hpp>
 
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,7 +62,11 @@ memory_manager_factory factory_for(manager_spec const& spec) {
                      spec.name + "'");
   if (spec.name == "async" && !spec.log_path.empty())
     return [spec](context& c) { return make_logged_async(c, spec); };
-  return load_memory_manager(spec.name);  // built-ins and plugin libraries, checked
+  GPUMEM_EXPECTS(!spec.name.empty(),
+                 "set_memory_manager: the manager's name is empty (give 'default', 'host_only', "
+                 "'pool', 'async' or a plugin library's path)");
+  // Built-ins and plugin libraries, checked; errors name the call, not the environment variable.
+  return load_memory_manager(spec.name, "set_memory_manager");
 }
 
 memory_manager_factory dispatching_factory() {
@@ -91,7 +96,18 @@ void set_manager(manager_spec const& spec, std::optional<int> device) {
   bool install = false;
   {
     std::lock_guard<std::mutex> lock(t.mutex);
-    if (!t.installed) t.environment = current_memory_manager_factory();
+    if (!t.installed) {
+      // What devices without a choice get. A bad GPUMEM_MEMORY_MANAGER fails their contexts
+      // (when one is created), not this explicit choice.
+      try {
+        t.environment = current_memory_manager_factory();
+      } catch (gpumem::error const&) {
+        t.environment =
+            [failure = std::current_exception()](context&) -> std::unique_ptr<memory_manager> {
+          std::rethrow_exception(failure);
+        };
+      }
+    }
     if (device) {
       t.by_device[*device] = spec;
     } else {

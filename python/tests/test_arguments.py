@@ -1,7 +1,10 @@
 """Bad arguments to gpumem's public functions: each is a typed exception that names the value,
 never a crash, a silent no-op or a message about something else (host backend)."""
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -54,6 +57,37 @@ def test_set_memory_manager_for_a_device_that_does_not_exist_is_refused():
         with pytest.raises(gpumem.InvalidArgumentError, match=f"device {bad} does not exist"):
             gpumem.close_for_device_reset(bad)
     assert gpumem.manager_name(0) != "pool" or gpumem.statistics(0).total_allocations == 0
+
+
+def test_an_unknown_or_empty_manager_name_is_refused_naming_the_call():
+    # The message used to name GPUMEM_MEMORY_MANAGER=nope, a variable nobody set, and "" was
+    # taken silently as "default".
+    with pytest.raises(gpumem.InvalidArgumentError) as caught:
+        gpumem.set_memory_manager("nope")
+    assert "set_memory_manager('nope'): unknown memory manager" in str(caught.value)
+    assert "GPUMEM_MEMORY_MANAGER" not in str(caught.value)
+    with pytest.raises(gpumem.InvalidArgumentError, match="name is empty"):
+        gpumem.set_memory_manager("")
+
+
+def test_a_bad_environment_choice_does_not_block_an_explicit_one():
+    # The environment was resolved first, so its error failed every set_memory_manager call; it
+    # belongs to the devices left to the environment only.
+    code = ("import gpumem\n"
+            "gpumem.set_memory_manager('pool', 0)\n"
+            "a = gpumem.allocate(64, device=0)\n"
+            "print(gpumem.manager_name(0))\n"
+            "gpumem.reset_memory_managers()\n"
+            "try:\n"
+            "    gpumem.allocate(64, device=0)\n"
+            "except gpumem.InvalidArgumentError as e:\n"
+            "    print('refused:', e)\n")
+    env = dict(os.environ, GPUMEM_MEMORY_MANAGER="nope")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "pool"
+    assert lines[1].startswith("refused: GPUMEM_MEMORY_MANAGER=nope: unknown memory manager")
 
 
 def test_pool_options_for_a_manager_without_a_pool_are_refused():

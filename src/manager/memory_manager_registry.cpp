@@ -141,15 +141,17 @@ std::vector<std::string> registered_memory_managers() {
   return names;
 }
 
-memory_manager_factory load_memory_manager(std::string const& value) {
+memory_manager_factory load_memory_manager(std::string const& value, std::string const& origin) {
   // A name is text: past a NUL byte, a path would be cut (dlopen("/x/lib.so\0junk") loads
   // /x/lib.so) and so would every message that quotes it.
+  std::string const source = origin.empty() ? std::string("GPUMEM_MEMORY_MANAGER") : origin;
   if (std::size_t const nul = value.find('\0'); nul != std::string::npos)
-    throw logic_error("GPUMEM_MEMORY_MANAGER: the name '" + value.substr(0, nul) +
+    throw logic_error(source + ": the name '" + value.substr(0, nul) +
                       "\\0...' holds a NUL byte at offset " + std::to_string(nul) + " (of " +
                       std::to_string(value.size()) + " bytes)");
   std::string const name = value.empty() ? "default" : value;
-  std::string const what = "GPUMEM_MEMORY_MANAGER=" + name;
+  std::string const what =
+      origin.empty() ? "GPUMEM_MEMORY_MANAGER=" + name : origin + "('" + name + "')";
   memory_manager_factory factory;
   if (detail::is_library_path(name)) {
     factory = detail::load_plugin_library(name, what);

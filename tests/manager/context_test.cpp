@@ -184,6 +184,19 @@ TEST_F(context_test, an_unknown_name_is_an_error_listing_the_built_ins) {
   expect_bad_value("no_such_manager", "default, host_only");
 }
 
+TEST_F(context_test, a_name_from_elsewhere_is_named_by_its_origin_not_the_variable) {
+  try {
+    (void)load_memory_manager("no_such_manager", "set_memory_manager");
+    FAIL() << "an unknown name was accepted";
+  } catch (logic_error const& e) {
+    std::string const what = e.what();
+    EXPECT_NE(what.find("set_memory_manager('no_such_manager'): unknown memory manager"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("GPUMEM_MEMORY_MANAGER="), std::string::npos) << what;
+  }
+}
+
 TEST_F(context_test, a_name_holding_a_nul_byte_is_refused_not_cut) {
   // "/x/lib.so\0junk" would load /x/lib.so, and every message would quote the cut name.
   try {

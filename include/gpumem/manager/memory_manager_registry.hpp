@@ -31,7 +31,10 @@ void register_memory_manager(std::string name, memory_manager_factory factory);
 // Names of the registered managers, sorted.
 std::vector<std::string> registered_memory_managers();
 // Resolves a GPUMEM_MEMORY_MANAGER value ("" means "default") as described above, including the
-// version check. A value holding a NUL byte is refused (gpumem::logic_error).
-memory_manager_factory load_memory_manager(std::string const& value);
+// version check. A value holding a NUL byte is refused (gpumem::logic_error). Messages name the
+// value as "GPUMEM_MEMORY_MANAGER=<value>", or as "<origin>('<value>')" where an origin is given
+// (a caller that takes the name from elsewhere than the environment, e.g. "set_memory_manager").
+memory_manager_factory load_memory_manager(std::string const& value,
+                                           std::string const& origin = {});
 
 }  // namespace gpumem
