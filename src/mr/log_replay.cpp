@@ -1,253 +1,22 @@
-// Parsing and replay of RMM-format allocation logs (see log_replay.hpp for the format).
-#include <gpumem/core/detail/text.hpp>
+// Replay of parsed allocation logs against a memory resource (see log_replay.hpp); the parsing is
+// in log_parse.cpp.
 #include <gpumem/core/error.hpp>
 #include <gpumem/mr/log_replay.hpp>
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cctype>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <exception>
-#include <fstream>
 #include <functional>
-#include <istream>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace gpumem {
-
-char const* to_string(log_action action) noexcept {
-  switch (action) {
-    case log_action::allocate:
-      return "allocate";
-    case log_action::free:
-      return "free";
-    case log_action::allocate_failure:
-      return "allocate failure";
-  }
-  return "?";
-}
-
-namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::vector<std::string_view> split(std::string_view line) {
-  std::vector<std::string_view> fields;
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t const comma = line.find(',', start);
-    fields.push_back(detail::trim_spaces(line.substr(start, comma - start)));
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
-  }
-  return fields;
-}
-
-[[noreturn]] void bad_line(std::size_t line, std::string const& what) {
-  throw logic_error("allocation log line " + std::to_string(line) + ": " + what);
-}
-
-// Text of the log quoted in a message: control bytes (a NUL would end the message where it is
-// read as a C string) as \xNN, and at most 200 bytes of it.
-std::string quoted(std::string_view text) {
-  constexpr std::size_t most = 200;
-  std::string out = "'";
-  for (std::size_t i = 0; i < text.size() && i < most; ++i) {
-    auto const c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  out += text.size() > most ? "'..." : "'";
-  return out;
-}
-
-// Digits alone (strtoull would also take blanks, a sign and, in base 16, another "0x").
-std::optional<std::uint64_t> parse_unsigned(std::string_view text, int base) {
-  if (text.empty()) return std::nullopt;
-  std::string const s(text);
-  char const* const digits = base == 16 ? "0123456789abcdefABCDEF" : "0123456789";
-  if (s.find_first_not_of(digits) != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long const v = std::strtoull(s.c_str(), &end, base);
-  if (errno != 0 || end != s.c_str() + s.size()) return std::nullopt;
-  return static_cast<std::uint64_t>(v);
-}
-
-std::optional<std::uintptr_t> parse_address(std::string_view text) {
-  std::string const t = lower(text);
-  if (t.empty() || t == "(nil)" || t == "nil" || t == "null" || t == "0") return 0;
-  std::string_view digits = t;
-  if (digits.size() > 2 && digits[0] == '0' && digits[1] == 'x') digits.remove_prefix(2);
-  auto v = parse_unsigned(digits, 16);
-  if (!v) return std::nullopt;
-  return static_cast<std::uintptr_t>(*v);
-}
-
-std::optional<double> parse_time(std::string_view text) {
-  if (text.empty()) return 0.0;
-  std::string const s(text);
-  double seconds = 0;
-  std::size_t pos = 0;
-  int parts = 0;
-  // "HH:MM:SS.ffffff" or plain seconds: fold the colon-separated fields in base 60. A field after a
-  // colon (minutes, seconds) is below 60: "99:99:99.5" is no time of day.
-  for (;;) {
-    std::size_t const colon = s.find(':', pos);
-    std::string const field = s.substr(pos, colon == std::string::npos ? colon : colon - pos);
-    char* end = nullptr;
-    double const v = std::strtod(field.c_str(), &end);
-    // A time is a finite, non-negative decimal: not "nan", "inf", "1e999" or a hexadecimal float.
-    if (field.empty() || end != field.c_str() + field.size() || !std::isfinite(v) || v < 0 ||
-        field.find_first_of("xXnN") != std::string::npos || (parts > 0 && v >= 60))
-      return std::nullopt;
-    seconds = seconds * 60 + v;
-    if (++parts > 3) return std::nullopt;
-    if (colon == std::string::npos) break;
-    pos = colon + 1;
-  }
-  return seconds;
-}
-
-struct columns {
-  std::optional<std::size_t> thread, time, stream;
-  std::size_t action = 0, pointer = 0, size = 0;
-  std::size_t needed = 0;  // fields a line must have
-};
-
-columns read_header(std::string_view line, std::size_t line_number) {
-  auto const names = split(line);
-  columns c;
-  std::optional<std::size_t> action, pointer, size;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    std::string const n = lower(names[i]);
-    if (n == "thread")
-      c.thread = i;
-    else if (n == "time")
-      c.time = i;
-    else if (n == "action")
-      action = i;
-    else if (n == "pointer")
-      pointer = i;
-    else if (n == "size")
-      size = i;
-    else if (n == "stream")
-      c.stream = i;
-  }
-  if (!action || !pointer || !size)
-    bad_line(line_number, "the header " + quoted(line) +
-                              " lacks one of the columns Action, Pointer, Size "
-                              "(expected Thread,Time,Action,Pointer,Size,Stream)");
-  c.action = *action;
-  c.pointer = *pointer;
-  c.size = *size;
-  c.needed = 1 + std::max({c.action, c.pointer, c.size, c.thread.value_or(0), c.time.value_or(0),
-                           c.stream.value_or(0)});
-  return c;
-}
-
-log_event read_event(std::string_view line, std::size_t line_number, columns const& c) {
-  auto const fields = split(line);
-  if (fields.size() < c.needed)
-    bad_line(line_number, "expected at least " + std::to_string(c.needed) + " fields, got " +
-                              std::to_string(fields.size()) + " in " + quoted(line));
-  log_event e;
-  e.line = line_number;
-  std::string const action = lower(fields[c.action]);
-  if (action == "allocate")
-    e.action = log_action::allocate;
-  else if (action == "free" || action == "deallocate")
-    e.action = log_action::free;
-  else if (action == "allocate failure")
-    e.action = log_action::allocate_failure;
-  else
-    bad_line(line_number, "unknown action " + quoted(fields[c.action]) +
-                              " (expected allocate, free or allocate failure)");
-  auto const pointer = parse_address(fields[c.pointer]);
-  if (!pointer) bad_line(line_number, "bad pointer " + quoted(fields[c.pointer]));
-  e.pointer = *pointer;
-  auto const size = parse_unsigned(fields[c.size], 10);
-  if (!size) bad_line(line_number, "bad size " + quoted(fields[c.size]));
-  e.size = static_cast<std::size_t>(*size);
-  if (c.stream) {
-    auto const stream = parse_address(fields[*c.stream]);
-    if (!stream) bad_line(line_number, "bad stream " + quoted(fields[*c.stream]));
-    e.stream = *stream;
-  }
-  if (c.thread) {
-    std::string_view const t = fields[*c.thread];
-    auto const id = parse_unsigned(t, 10);
-    e.thread = id ? *id : std::hash<std::string_view>{}(t);
-  }
-  if (c.time) {
-    auto const time = parse_time(fields[*c.time]);
-    if (!time) bad_line(line_number, "bad time " + quoted(fields[*c.time]));
-    e.time_seconds = *time;
-  }
-  return e;
-}
-
-}  // namespace
-
-std::vector<log_event> parse_log(std::istream& in) {
-  std::vector<log_event> events;
-  std::optional<columns> header;
-  std::string line;
-  std::size_t line_number = 0;
-  while (std::getline(in, line)) {
-    ++line_number;
-    std::string_view const text = detail::trim_spaces(line);
-    if (text.empty()) continue;
-    if (!header) {
-      header = read_header(text, line_number);
-      continue;
-    }
-    events.push_back(read_event(text, line_number, *header));
-  }
-  if (in.bad())
-    throw logic_error("allocation log: read error after line " + std::to_string(line_number));
-  if (!header) throw logic_error("allocation log: empty (no header line)");
-  return events;
-}
-
-std::vector<log_event> parse_log_file(std::string const& path) {
-  // A NUL would end the name where the file system reads it: another file would be opened (a
-  // path from Python may hold one).
-  GPUMEM_EXPECTS(path.find('\0') == std::string::npos,
-                 "parse_log_file: the path " + quoted(path) + " holds a NUL byte");
-  struct stat st {};
-  GPUMEM_EXPECTS(::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode),
-                 "parse_log_file: " + quoted(path) + " is a directory, not a log");
-  std::ifstream in(path);
-  GPUMEM_EXPECTS(in.is_open(), "parse_log_file: cannot open " + quoted(path));
-  try {
-    return parse_log(in);
-  } catch (logic_error const& e) {  // the log's own error, with the path it came from
-    throw logic_error(std::string(e.what()) + " (in " + quoted(path) + ")");
-  }
-}
 
 namespace {
 
@@ -290,10 +59,80 @@ class replay_streams {
 };
 
 struct live_block {
-  void* pointer;
-  std::size_t size;
-  stream_handle stream;
+  void* pointer = nullptr;  // null: not allocated (yet, any more, or the allocation failed)
+  std::size_t size = 0;
+  stream_handle stream = nullptr;
 };
+
+// The replay as a program over slots, made before the timed loop so that the loop times the
+// resource and not the replay's own bookkeeping: each logged pointer's lifetime gets a slot (reused
+// once it is freed), and each step names its slot and its stream. Looking pointers up in a hash
+// table and creating streams on first use cost more than a pool's allocate+free pair.
+struct replay_step {
+  enum class kind : unsigned char {
+    allocate,
+    free,
+    // The log allocates a live pointer again (a truncated or merged log): the earlier block is
+    // freed, so that the replay does not leak.
+    free_stale,
+  };
+  kind what;
+  std::size_t slot;
+  std::size_t size;  // allocate: the bytes asked for
+  stream_handle stream;
+  std::size_t event;  // its index in the log
+};
+
+struct replay_program {
+  std::vector<replay_step> steps;
+  std::size_t slots = 0;
+  std::size_t logged_failures = 0;
+  std::size_t unmatched_frees = 0;  // frees of pointers the log never allocated
+};
+
+replay_program compile(std::vector<log_event> const& events, replay_streams& streams) {
+  replay_program program;
+  std::unordered_map<std::uintptr_t, std::size_t> slot_of;  // live logged pointer -> slot
+  std::vector<std::size_t> spare;
+  program.steps.reserve(events.size());
+  auto const release = [&](std::unordered_map<std::uintptr_t, std::size_t>::iterator it) {
+    spare.push_back(it->second);
+    slot_of.erase(it);
+  };
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    log_event const& e = events[i];
+    if (e.action == log_action::allocate_failure) {
+      ++program.logged_failures;
+      continue;
+    }
+    if (e.pointer == 0 || (e.action == log_action::allocate && e.size == 0)) continue;
+    auto const it = slot_of.find(e.pointer);
+    stream_handle const stream = streams.get(e.stream);
+    if (e.action == log_action::free) {
+      if (it == slot_of.end()) {
+        ++program.unmatched_frees;
+        continue;
+      }
+      program.steps.push_back({replay_step::kind::free, it->second, 0, stream, i});
+      release(it);
+      continue;
+    }
+    if (it != slot_of.end()) {
+      program.steps.push_back({replay_step::kind::free_stale, it->second, 0, nullptr, i});
+      release(it);
+    }
+    std::size_t slot = program.slots;
+    if (spare.empty()) {
+      ++program.slots;
+    } else {
+      slot = spare.back();
+      spare.pop_back();
+    }
+    slot_of.emplace(e.pointer, slot);
+    program.steps.push_back({replay_step::kind::allocate, slot, e.size, stream, i});
+  }
+  return program;
+}
 
 // One thread per logged thread (replay_options::honour_threads). run() hands a piece of work to
 // the thread of a logged id (started on first use) and waits for it: the threads take turns, so the
@@ -392,37 +231,25 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
                      replay_options const& options) {
   replay_result result;
   replay_streams streams(options.honour_streams, options.streams);
-  std::unordered_map<std::uintptr_t, live_block> live;
-  live.reserve(1024);
+  replay_program const program = compile(events, streams);
+  result.events = events.size();
+  result.logged_failures = program.logged_failures;
+  result.unmatched_frees = program.unmatched_frees;
+  std::vector<live_block> live(program.slots);
   std::size_t live_bytes = 0;
   auto sample_held = [&] {
     if (options.held_bytes)
       result.peak_held_bytes = std::max(result.peak_held_bytes, options.held_bytes());
   };
 
-  // One event; false once the replay must stop (an out-of-memory with stop_on_out_of_memory).
+  // One step; false once the replay must stop (an out-of-memory with stop_on_out_of_memory).
   std::exception_ptr stopped_by;
-  auto const step = [&](log_event const& e) -> bool {
-    ++result.events;
-    if (e.action == log_action::allocate_failure) {
-      ++result.logged_failures;
-      return true;
-    }
-    stream_handle const stream = streams.get(e.stream);
-    if (e.action == log_action::allocate) {
-      if (e.pointer == 0 || e.size == 0) return true;  // a zero-byte request: nothing to replay
-      auto const old = live.find(e.pointer);
-      if (old != live.end()) {
-        // The log shows the pointer allocated twice without a free (a truncated or merged log):
-        // the earlier block is freed so that the replay does not leak.
-        resource.deallocate(old->second.pointer, old->second.size, old->second.stream);
-        live_bytes -= old->second.size;
-        live.erase(old);
-        ++result.unmatched_frees;
-      }
+  auto const step = [&](replay_step const& s) -> bool {
+    live_block& block = live[s.slot];
+    if (s.what == replay_step::kind::allocate) {
       void* p = nullptr;
       try {
-        p = resource.allocate(e.size, stream);
+        p = resource.allocate(s.size, s.stream);
       } catch (out_of_memory const&) {
         ++result.out_of_memory;
         if (!options.stop_on_out_of_memory) return true;
@@ -430,57 +257,62 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
         return false;
       }
       ++result.allocations;
-      live.emplace(e.pointer, live_block{p, e.size, stream});
-      live_bytes += e.size;
+      block = live_block{p, s.size, s.stream};
+      live_bytes += s.size;
       result.peak_live_bytes = std::max(result.peak_live_bytes, live_bytes);
       sample_held();
-    } else {
-      if (e.pointer == 0) return true;
-      auto const it = live.find(e.pointer);
-      if (it == live.end()) {
-        ++result.unmatched_frees;
-        return true;
-      }
-      // The size allocated, not the logged one: a resource must get back what it handed out.
-      resource.deallocate(it->second.pointer, it->second.size, stream);
-      live_bytes -= it->second.size;
-      live.erase(it);
-      ++result.frees;
-      sample_held();
+      return true;
     }
+    if (block.pointer == nullptr) {  // its allocation failed
+      if (s.what == replay_step::kind::free) ++result.unmatched_frees;
+      return true;
+    }
+    if (s.what == replay_step::kind::free) {
+      // The size allocated, not the logged one: a resource must get back what it handed out.
+      resource.deallocate(block.pointer, block.size, s.stream);
+      ++result.frees;
+    } else {
+      resource.deallocate(block.pointer, block.size, block.stream);
+      ++result.unmatched_frees;
+    }
+    live_bytes -= block.size;
+    block.pointer = nullptr;
+    if (s.what == replay_step::kind::free) sample_held();
     return true;
   };
 
+  std::vector<replay_step> const& steps = program.steps;
   using clock = std::chrono::steady_clock;
   if (options.honour_threads && !events.empty() && several_threads(events)) {
-    // Each run of consecutive events of one logged thread goes to that thread at once, and is
+    // Each run of consecutive steps of one logged thread goes to that thread at once, and is
     // timed there: the hand-overs between threads are not the resource's time.
     replay_threads threads;
-    for (std::size_t at = 0; at < events.size() && !stopped_by;) {
+    auto const thread_of = [&](std::size_t at) { return events[steps[at].event].thread; };
+    for (std::size_t at = 0; at < steps.size() && !stopped_by;) {
       std::size_t end = at + 1;
-      while (end < events.size() && events[end].thread == events[at].thread)
+      while (end < steps.size() && thread_of(end) == thread_of(at))
         ++end;
       std::function<void()> const run = [&, at, end] {
         auto const start = clock::now();
-        for (std::size_t i = at; i < end && step(events[i]); ++i) {
+        for (std::size_t i = at; i < end && step(steps[i]); ++i) {
         }
         result.seconds += std::chrono::duration<double>(clock::now() - start).count();
       };
-      threads.run(events[at].thread, run);
+      threads.run(thread_of(at), run);
       at = end;
     }
   } else {
     auto const start = clock::now();
-    for (log_event const& e : events)
-      if (!step(e)) break;
+    for (replay_step const& s : steps)
+      if (!step(s)) break;
     result.seconds = std::chrono::duration<double>(clock::now() - start).count();
   }
-  result.leftover_allocations = live.size();
-  if (options.free_leftovers) {
-    for (auto const& entry : live)
-      resource.deallocate(entry.second.pointer, entry.second.size, entry.second.stream);
-    streams.synchronize_all();
+  for (live_block const& block : live) {
+    if (block.pointer == nullptr) continue;
+    ++result.leftover_allocations;
+    if (options.free_leftovers) resource.deallocate(block.pointer, block.size, block.stream);
   }
+  if (options.free_leftovers) streams.synchronize_all();
   if (stopped_by) std::rethrow_exception(stopped_by);
   return result;
 }

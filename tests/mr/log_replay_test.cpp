@@ -92,6 +92,30 @@ TEST(log_replay, out_of_memory_is_counted_or_stops_the_replay) {
   EXPECT_THROW(replay(events, limited, stop), out_of_memory);
 }
 
+TEST(log_replay, a_pointer_allocated_twice_frees_the_earlier_block_first) {
+  // A truncated or merged log: 0x1000 is allocated again while live. The earlier block is freed
+  // (an unmatched free), the later one by the log's free; nothing leaks.
+  std::istringstream in(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,0.1,allocate,0x1000,256,0x0\n"
+      "1,0.2,allocate,0x1000,512,0x0\n"
+      "1,0.3,allocate,0x2000,0,0x0\n"
+      "1,0.4,free,0x1000,512,0x0\n"
+      "1,0.5,free,0x0,512,0x0\n");
+  auto const events = parse_log(in);
+  cuda_resource device;
+  statistics_adaptor stats(device);
+  replay_result const r = replay(events, stats);
+  EXPECT_EQ(r.events, 5u);
+  EXPECT_EQ(r.allocations, 2u);
+  EXPECT_EQ(r.frees, 1u);
+  EXPECT_EQ(r.unmatched_frees, 1u);
+  EXPECT_EQ(r.leftover_allocations, 0u);
+  EXPECT_EQ(r.peak_live_bytes, 512u);  // the earlier block went first
+  EXPECT_EQ(stats.allocations().current, 0);
+  EXPECT_EQ(stats.allocations().total, 2);
+}
+
 // Records the thread of every call, in order, and passes the calls on.
 class thread_recorder final : public memory_resource {
  public:

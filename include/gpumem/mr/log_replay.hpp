@@ -78,7 +78,9 @@ struct replay_result {
   std::size_t leftover_allocations = 0;  // live at the end of the log
   std::size_t peak_live_bytes = 0;       // highest sum of live requested sizes
   std::size_t peak_held_bytes = 0;       // highest held_bytes() seen (0 without the probe)
-  double seconds = 0.0;                  // time of the replay loop (allocations and frees)
+  // Time of the replay loop: the resource's allocations and frees. The log is first turned into
+  // steps over slots (untimed; streams are created then), so that the loop looks nothing up.
+  double seconds = 0.0;
   // peak_held_bytes / peak_live_bytes; 0 when either is unknown.
   double fragmentation() const noexcept {
     return peak_live_bytes == 0 || peak_held_bytes == 0
