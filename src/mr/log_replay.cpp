@@ -1,5 +1,7 @@
 // Replay of parsed allocation logs against a memory resource (see log_replay.hpp); the parsing is
 // in log_parse.cpp.
+#include "resource_support.hpp"
+
 #include <gpumem/core/error.hpp>
 #include <gpumem/mr/log_replay.hpp>
 
@@ -20,16 +22,18 @@ namespace gpumem {
 
 namespace {
 
-// Streams of the replay: one per logged stream, created on first use.
+// Streams of the replay: one per logged stream, created on first use, on the backend of the
+// resource replayed (memory_resource::backend_in_use): a stream of another backend means nothing
+// to it (its stream-ordered frees would be refused, and the blocks leak).
 class replay_streams {
  public:
-  replay_streams(bool honour, std::vector<stream_handle> const& given)
-      : honour_(honour), given_(given) {}
+  replay_streams(device_backend& backend, bool honour, std::vector<stream_handle> const& given)
+      : backend_(backend), honour_(honour), given_(given) {}
   ~replay_streams() {
     if (!given_.empty()) return;
     for (auto& entry : streams_) {
       try {
-        backend().destroy_stream(entry.second);
+        backend_.destroy_stream(entry.second);
       } catch (...) {
       }
     }
@@ -42,17 +46,18 @@ class replay_streams {
     auto it = streams_.find(logged);
     if (it != streams_.end()) return it->second;
     stream_handle s =
-        given_.empty() ? backend().create_stream(true) : given_[streams_.size() % given_.size()];
+        given_.empty() ? backend_.create_stream(true) : given_[streams_.size() % given_.size()];
     streams_.emplace(logged, s);
     return s;
   }
   void synchronize_all() {
-    backend().synchronize_stream(nullptr);
+    backend_.synchronize_stream(nullptr);
     for (auto& entry : streams_)
-      backend().synchronize_stream(entry.second);
+      backend_.synchronize_stream(entry.second);
   }
 
  private:
+  device_backend& backend_;
   bool honour_;
   std::vector<stream_handle> const& given_;
   std::unordered_map<std::uintptr_t, stream_handle> streams_;
@@ -230,7 +235,7 @@ bool several_threads(std::vector<log_event> const& events) {
 replay_result replay(std::vector<log_event> const& events, memory_resource& resource,
                      replay_options const& options) {
   replay_result result;
-  replay_streams streams(options.honour_streams, options.streams);
+  replay_streams streams(detail::backend_of(resource), options.honour_streams, options.streams);
   replay_program const program = compile(events, streams);
   result.events = events.size();
   result.logged_failures = program.logged_failures;
@@ -283,29 +288,36 @@ replay_result replay(std::vector<log_event> const& events, memory_resource& reso
 
   std::vector<replay_step> const& steps = program.steps;
   using clock = std::chrono::steady_clock;
-  if (options.honour_threads && !events.empty() && several_threads(events)) {
-    // Each run of consecutive steps of one logged thread goes to that thread at once, and is
-    // timed there: the hand-overs between threads are not the resource's time.
-    replay_threads threads;
-    auto const thread_of = [&](std::size_t at) { return events[steps[at].event].thread; };
-    for (std::size_t at = 0; at < steps.size() && !stopped_by;) {
-      std::size_t end = at + 1;
-      while (end < steps.size() && thread_of(end) == thread_of(at))
-        ++end;
-      std::function<void()> const run = [&, at, end] {
-        auto const start = clock::now();
-        for (std::size_t i = at; i < end && step(steps[i]); ++i) {
-        }
-        result.seconds += std::chrono::duration<double>(clock::now() - start).count();
-      };
-      threads.run(thread_of(at), run);
-      at = end;
+  // Anything else thrown (by the resource, held_bytes, a thread the replay starts) stops the
+  // replay as an out-of-memory does: what it allocated is freed below before the exception is
+  // rethrown, or it would leak (nobody else holds those pointers).
+  try {
+    if (options.honour_threads && !events.empty() && several_threads(events)) {
+      // Each run of consecutive steps of one logged thread goes to that thread at once, and is
+      // timed there: the hand-overs between threads are not the resource's time.
+      replay_threads threads;
+      auto const thread_of = [&](std::size_t at) { return events[steps[at].event].thread; };
+      for (std::size_t at = 0; at < steps.size() && !stopped_by;) {
+        std::size_t end = at + 1;
+        while (end < steps.size() && thread_of(end) == thread_of(at))
+          ++end;
+        std::function<void()> const run = [&, at, end] {
+          auto const start = clock::now();
+          for (std::size_t i = at; i < end && step(steps[i]); ++i) {
+          }
+          result.seconds += std::chrono::duration<double>(clock::now() - start).count();
+        };
+        threads.run(thread_of(at), run);
+        at = end;
+      }
+    } else {
+      auto const start = clock::now();
+      for (replay_step const& s : steps)
+        if (!step(s)) break;
+      result.seconds = std::chrono::duration<double>(clock::now() - start).count();
     }
-  } else {
-    auto const start = clock::now();
-    for (replay_step const& s : steps)
-      if (!step(s)) break;
-    result.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  } catch (...) {
+    stopped_by = std::current_exception();
   }
   for (live_block const& block : live) {
     if (block.pointer == nullptr) continue;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -78,6 +79,23 @@ TEST(log_replay, replays_with_peak_live_and_held_bytes) {
   EXPECT_EQ(stats.allocations().current, 0);  // leftovers were freed
 }
 
+// The logged streams are replayed on streams of the resource's own backend (backend_in_use): a
+// stream of the process-wide backend is unknown to a resource over a private one, whose frees on it
+// were refused, leaking every block freed on a logged stream.
+TEST(log_replay, logged_streams_are_made_on_the_resource_backend) {
+  auto const events = small_events();
+  auto small_device = make_host_backend({16 * MiB});
+  cuda_resource device(small_device.get());
+  statistics_adaptor stats(device);
+  replay_result const r = replay(events, stats);
+  EXPECT_EQ(r.frees, 3u);
+  EXPECT_EQ(r.leftover_allocations, 1u);
+  EXPECT_EQ(stats.allocations().current, 0);  // every free was accepted, leftovers included
+  EXPECT_EQ(stats.bytes().current, 0);
+  memory_info const info = small_device->get_memory_info();
+  EXPECT_EQ(info.free, info.total);
+}
+
 TEST(log_replay, out_of_memory_is_counted_or_stops_the_replay) {
   auto const events = small_events();
   cuda_resource device;
@@ -139,6 +157,26 @@ class thread_recorder final : public memory_resource {
   memory_resource& upstream_;
   std::mutex mutex_;
 };
+
+// An exception other than out_of_memory (here from held_bytes) stops the replay too, and what the
+// replay had allocated is freed before it is rethrown: nobody else holds those pointers.
+TEST(log_replay, an_exception_stops_the_replay_without_leaking_its_blocks) {
+  auto const events = small_events();
+  for (bool const threads : {false, true}) {
+    cuda_resource device;
+    statistics_adaptor stats(device);
+    replay_options options;
+    options.honour_threads = threads;
+    int samples = 0;
+    options.held_bytes = [&]() -> std::size_t {
+      if (++samples == 3) throw std::runtime_error("probe failed");
+      return 0;
+    };
+    EXPECT_THROW(replay(events, stats, options), std::runtime_error);
+    EXPECT_EQ(stats.allocations().current, 0) << (threads ? "honour_threads" : "one thread");
+    EXPECT_EQ(stats.bytes().current, 0);
+  }
+}
 
 TEST(log_replay, honour_threads_runs_each_logged_thread_on_its_own_thread_in_log_order) {
   auto const events = small_events();

@@ -42,8 +42,9 @@ std::vector<log_event> parse_log(std::istream& in);
 std::vector<log_event> parse_log_file(std::string const& path);
 
 struct replay_options {
-  // Replay each logged stream on its own stream (created for the replay, destroyed after);
-  // otherwise every event runs on the default stream.
+  // Replay each logged stream on its own stream (created for the replay on the resource's backend,
+  // memory_resource::backend_in_use, destroyed after); otherwise every event runs on the default
+  // stream.
   bool honour_streams = true;
   // Streams to replay on instead of creating them: the n-th distinct logged non-default stream runs
   // on streams[n % size]. The caller owns them; use this when the resource keeps per-stream state
@@ -64,7 +65,9 @@ struct replay_options {
   // Stop at the first out_of_memory and rethrow it (after freeing what is live, if
   // free_leftovers) instead of counting it and skipping the allocation's free.
   bool stop_on_out_of_memory = false;
-  // Synchronize every stream used and free what the log left live when the replay ends.
+  // Synchronize every stream used and free what the log left live when the replay ends, and what
+  // is live when it stops on an exception (the out-of-memory above, or anything else the resource
+  // or held_bytes throws, which replay rethrows after).
   bool free_leftovers = true;
 };
 
@@ -72,8 +75,10 @@ struct replay_result {
   std::size_t events = 0;
   std::size_t allocations = 0;
   std::size_t frees = 0;
-  std::size_t logged_failures = 0;       // "allocate failure" lines (not replayed)
-  std::size_t unmatched_frees = 0;       // frees of pointers the replay never allocated (skipped)
+  std::size_t logged_failures = 0;  // "allocate failure" lines (not replayed)
+  // Frees of pointers the replay never allocated (skipped), and blocks the replay freed itself
+  // because the log allocated their pointer again without a free.
+  std::size_t unmatched_frees = 0;
   std::size_t out_of_memory = 0;         // allocations that failed during the replay
   std::size_t leftover_allocations = 0;  // live at the end of the log
   std::size_t peak_live_bytes = 0;       // highest sum of live requested sizes
