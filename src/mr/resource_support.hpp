@@ -39,10 +39,9 @@ inline int device_of(memory_resource const& upstream) {
   return own >= 0 ? own : backend_of(upstream).current_device();
 }
 
-// Called from inside a catch block of a noexcept deallocation.
-inline void report_deallocate_failure(std::string const& resource, void const* ptr,
-                                      std::size_t bytes) noexcept {
-  report_refused_deallocation();  // nothing was freed: the adaptors above keep counting it
+// Called from inside a catch block of a noexcept deallocation: logs what was thrown.
+inline void log_deallocate_failure(std::string const& resource, void const* ptr,
+                                   std::size_t bytes) noexcept {
   try {
     std::string what = "unknown exception";
     try {
@@ -55,6 +54,15 @@ inline void report_deallocate_failure(std::string const& resource, void const* p
                               std::to_string(bytes) + ") failed: " + what);
   } catch (...) {
   }
+}
+
+// Called from inside a catch block of a noexcept deallocation that freed nothing: logs what was
+// thrown and reports the free as refused (the adaptors above keep counting the bytes). Not for a
+// failure after which the free still goes on (tracking_adaptor's poisoning): that one only logs.
+inline void report_deallocate_failure(std::string const& resource, void const* ptr,
+                                      std::size_t bytes) noexcept {
+  report_refused_deallocation();  // nothing was freed: the adaptors above keep counting it
+  log_deallocate_failure(resource, ptr, bytes);
 }
 
 }  // namespace gpumem::detail

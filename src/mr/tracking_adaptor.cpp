@@ -133,7 +133,9 @@ void tracking_adaptor::do_deallocate(void* ptr, std::size_t bytes, stream_handle
     try {
       poison(ptr, bytes, stream);
     } catch (...) {
-      detail::report_deallocate_failure(name() + " (poisoning)", ptr, bytes);
+      // Only logged: the free still goes upstream below, so it is not a refused one (reporting it
+      // so would make every counting adaptor above keep the freed bytes for good).
+      detail::log_deallocate_failure(name() + " (poisoning)", ptr, bytes);
     }
   }
   upstream_->deallocate(ptr, bytes, stream);

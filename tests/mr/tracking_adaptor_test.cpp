@@ -1,12 +1,15 @@
+#include "forwarding_backend.hpp"
 #include "log_capture.hpp"
 #include "resource_test_support.hpp"
 #include "stream_gate.hpp"
 
 #include <gpumem/core/environment.hpp>
+#include <gpumem/core/error.hpp>
 #include <gpumem/core/logging.hpp>
 #include <gpumem/core/units.hpp>
 #include <gpumem/mr/cuda_resource.hpp>
 #include <gpumem/mr/debug_memory.hpp>
+#include <gpumem/mr/limit_adaptor.hpp>
 #include <gpumem/mr/owning_adaptor.hpp>
 #include <gpumem/mr/statistics_adaptor.hpp>
 #include <gpumem/mr/tracking_adaptor.hpp>
@@ -213,6 +216,39 @@ TEST(tracking_adaptor, poisons_on_the_upstreams_backend) {
   small->synchronize_stream(s);
   small->destroy_stream(s);
   EXPECT_TRUE(errors.errors().empty()) << errors.errors().front();
+}
+
+// A backend whose fills fail: tracking_adaptor's poisoning throws.
+class failing_fill_backend final : public test::forwarding_backend {
+ public:
+  using test::forwarding_backend::forwarding_backend;
+  void fill_async(void*, int, std::size_t, stream_handle) override {
+    throw cuda_error(700, "cudaErrorIllegalAddress", "cudaMemsetAsync", __FILE__, __LINE__, "");
+  }
+};
+
+// A failed poisoning is logged, and the free still goes upstream: it is no refused free, so the
+// adaptors above uncount it (a limit_adaptor that kept counting it lost that room for good).
+TEST(tracking_adaptor, failed_poisoning_still_frees_and_is_not_reported_as_refused) {
+  auto inner = make_host_backend({64 * KiB});
+  failing_fill_backend failing(*inner);
+  cuda_resource device(&failing);
+  tracking_adaptor tracking(device);
+  statistics_adaptor stats(tracking);
+  limit_adaptor limited(stats, 8 * KiB);
+  test::error_log_capture errors;
+  void* p = limited.allocate(8 * KiB, nullptr);
+  limited.deallocate(p, 8 * KiB, nullptr);
+  ASSERT_FALSE(errors.errors().empty());
+  EXPECT_NE(errors.errors().front().find("poisoning"), std::string::npos)
+      << errors.errors().front();
+  memory_info const info = inner->get_memory_info();
+  EXPECT_EQ(info.free, info.total);  // the upstream freed it
+  EXPECT_EQ(tracking.outstanding_bytes(), 0u);
+  EXPECT_EQ(stats.bytes().current, 0);
+  EXPECT_EQ(limited.used_bytes(), 0u);
+  void* again = limited.allocate(8 * KiB, nullptr);  // the whole limit is free again
+  limited.deallocate(again, 8 * KiB, nullptr);
 }
 
 // CCCL compares resources both ways (cccl_resource_adaptor::operator==).
