@@ -7,6 +7,7 @@
 
 #include "plugin_calls.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace gpumem {
 
@@ -37,6 +39,10 @@ struct context_table {
   memory_manager_factory explicit_factory;  // set_memory_manager
   std::optional<memory_manager_factory>
       environment_factory;  // GPUMEM_MEMORY_MANAGER, resolved once
+  // The devices whose context is being created now (by the thread holding the mutex): a manager's
+  // factory or initialize() that asks for that context again (get_context, current_context) is an
+  // error, not a second creation of it, and so on until the stack overflows.
+  std::vector<int> creating;
 };
 
 context_table& table() {
@@ -128,7 +134,19 @@ context& get_context(int device) {
     return std::atexit([] { close(); }) == 0;
   }();
   (void)closes_at_exit;
-  auto created = std::make_unique<context>(device, factory_locked(t));
+  GPUMEM_EXPECTS(std::find(t.creating.begin(), t.creating.end(), device) == t.creating.end(),
+                 "get_context: the context of device " + std::to_string(device) +
+                     " is being created: its memory manager's factory or initialize() asked for "
+                     "it (use memory_manager::owning_context())");
+  t.creating.push_back(device);
+  std::unique_ptr<context> created;
+  try {
+    created = std::make_unique<context>(device, factory_locked(t));
+  } catch (...) {
+    t.creating.pop_back();
+    throw;
+  }
+  t.creating.pop_back();
   context& result = *created;
   t.contexts.emplace(device, std::move(created));
   publish(device, &result);

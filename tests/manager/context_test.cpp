@@ -96,6 +96,36 @@ TEST_F(context_test, find_context_finds_existing_contexts_and_creates_none) {
   EXPECT_EQ(find_context(device), nullptr);
 }
 
+// A manager whose initialize() looks its context up through current_context() (not
+// owning_context()) while that context is being created: an error naming the device, not a second
+// creation of the context, whose manager asks again, until the stack overflows.
+class context_seeking_manager : public counting_manager {
+ public:
+  using counting_manager::counting_manager;
+  void initialize() override {
+    counting_manager::initialize();
+    (void)current_context();
+  }
+};
+
+TEST_F(context_test, a_manager_asking_for_the_context_being_created_is_an_error) {
+  set_memory_manager([](context& c) { return std::make_unique<context_seeking_manager>(c); });
+  close();
+  int const device = backend().current_device();
+  try {
+    (void)current_context();
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("device " + std::to_string(device) + " is being created"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(counting_manager::initialized, 1) << "the context was created once, not again inside";
+  EXPECT_EQ(find_context(device), nullptr);
+  set_memory_manager({});
+  EXPECT_EQ(current_context().memory_manager().name(), "default") << "the table is usable again";
+}
+
 TEST_F(context_test, set_memory_manager_probes_the_version_once_without_initializing) {
   set_memory_manager(counting_factory());
   EXPECT_EQ(counting_manager::constructed, 1) << "one probe instance";

@@ -106,7 +106,9 @@ class context {
 
 // The context of the calling thread's current device; created on first use.
 context& current_context();
-// The context of `device` (created on first use); does not change the current device.
+// The context of `device` (created on first use); does not change the current device. While it is
+// being created, its manager's factory and initialize() get logic_error asking for it here (they
+// have owning_context()).
 context& get_context(int device);
 // The context of `device` if one exists, else null: creates nothing (for code that only gives back
 // what an existing manager may hold, such as a stream it saw). The same thread rule as
