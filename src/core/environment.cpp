@@ -6,6 +6,7 @@
 #include <gpumem/core/error.hpp>
 #include <gpumem/core/units.hpp>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -100,10 +101,18 @@ std::size_t parse_count(char const* name, std::string const& text) {
   return static_cast<std::size_t>(value);
 }
 
-// Python's float() of a non-negative number (not C's hexadecimal form). Above 1 is allowed, as
+// Python's float() of a non-negative number (not C's hexadecimal form), single underscores
+// between digits included ("0_5", "1_0.2_5", "1e1_0"), as int() takes them. Above 1 is allowed, as
 // Numba allows it: the byte limit is then above the device's memory, and only the count flushes.
 double parse_ratio(char const* name, std::string const& text) {
-  std::string const number = without_blanks(text);
+  std::string number = without_blanks(text);
+  auto const digit = [&](std::size_t at) {
+    return std::isdigit(static_cast<unsigned char>(number[at])) != 0;
+  };
+  for (std::size_t at = number.find('_'); at != std::string::npos; at = number.find('_', at)) {
+    if (at == 0 || at + 1 >= number.size() || !digit(at - 1) || !digit(at + 1)) invalid(name, text);
+    number.erase(at, 1);
+  }
   char* end = nullptr;
   double const value = std::strtod(number.c_str(), &end);
   if (number.empty() || end != number.c_str() + number.size() || std::isnan(value) || value < 0 ||

@@ -62,7 +62,9 @@ TEST(environment, reads_numba_variables) {
   for (auto const& [count_text, ratio_text] : {std::pair<char const*, char const*>{"20", "0.5"},
                                                {" 20 ", "0.5 \n"},
                                                {"+20", "5e-1"},
-                                               {"2_0", " .5"}}) {
+                                               {"2_0", " .5"},
+                                               {"2_0", "0.5_0"},
+                                               {"20", "5_0e-0_2"}}) {
     scoped_env count("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", count_text);
     scoped_env ratio("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", ratio_text);
     gpumem::reload_environment();
@@ -80,7 +82,8 @@ TEST(environment, bytes_accept_units) {
 
 TEST(environment, invalid_value_names_variable_value_and_valid_values) {
   expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", "ten", "non-negative integer");
-  for (char const* ratio : {"-0.5", "nan", "0x1p-3", "half"})
+  for (char const* ratio :
+       {"-0.5", "nan", "0x1p-3", "half", "_0.5", "0.5_", "0._5", "0__5", "5_e-1", "5e_-1"})
     expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_RATIO", ratio, "non-negative number");
   for (char const* count : {"2__0", "_20", "20_", "-1", "0x10"})
     expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", count, "non-negative integer");
