@@ -28,7 +28,7 @@ class transform_test : public ::testing::Test {
  protected:
   void SetUp() override {
     ms_ = std::make_unique<nrt::memsys>(gpumem::nrt::heap_options{64 * gpumem::MiB},
-                                                gpumem::nrt::memsys_options{true});
+                                        gpumem::nrt::memsys_options{true});
   }
   // After every call: nothing left allocated in the memory system.
   void expect_balanced() {
