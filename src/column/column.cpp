@@ -63,8 +63,10 @@ column::column(data_type type, std::size_t size, buffer data, buffer null_mask,
     : column(type, size, 0, std::move(data), std::move(null_mask), {},
              null_count.value_or(unknown_null_count)) {
   char const* what = "column";
-  GPUMEM_EXPECTS(is_fixed_width(type), std::string(what) + ": " + to_string(type) +
-                                           " columns are made by make_strings_column");
+  GPUMEM_EXPECTS(type.id() != type_id::string,
+                 std::string(what) + ": string columns are made by make_strings_column");
+  GPUMEM_EXPECTS(is_fixed_width(type),
+                 std::string(what) + ": " + to_string(type) + " is not a column element type");
   std::size_t const width = size_of(type);
   detail::check_holds(data_, size, width, what, "data");
   detail::check_aligned(data_, width, what, "data");
@@ -80,14 +82,18 @@ column::column(column const& other)
       children_(other.children_),
       null_count_(other.known_null_count()) {}
 
+// A moved-from column is empty, as column(): moving the buffers out but keeping the size would
+// leave a handle whose rows reach bytes it no longer has (a device view of it reads null).
 column::column(column&& other) noexcept
-    : type_(other.type_),
-      size_(other.size_),
-      offset_(other.offset_),
+    : type_(std::exchange(other.type_, type_id::int8)),
+      size_(std::exchange(other.size_, 0)),
+      offset_(std::exchange(other.offset_, 0)),
       data_(std::move(other.data_)),
       null_mask_(std::move(other.null_mask_)),
       children_(std::move(other.children_)),
-      null_count_(other.null_count_.load(std::memory_order_relaxed)) {}
+      null_count_(other.null_count_.exchange(0, std::memory_order_relaxed)) {
+  other.children_.clear();  // a moved-from vector is only "valid but unspecified"
+}
 
 column& column::operator=(column const& other) {
   if (this != &other) *this = column(other);
@@ -96,13 +102,15 @@ column& column::operator=(column const& other) {
 
 column& column::operator=(column&& other) noexcept {
   if (this == &other) return *this;  // c = std::move(c): moving the members out would empty it
-  type_ = other.type_;
-  size_ = other.size_;
-  offset_ = other.offset_;
+  type_ = std::exchange(other.type_, type_id::int8);
+  size_ = std::exchange(other.size_, 0);
+  offset_ = std::exchange(other.offset_, 0);
   data_ = std::move(other.data_);
   null_mask_ = std::move(other.null_mask_);
   children_ = std::move(other.children_);
-  null_count_.store(other.null_count_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  other.children_.clear();
+  null_count_.store(other.null_count_.exchange(0, std::memory_order_relaxed),
+                    std::memory_order_relaxed);
   return *this;
 }
 

@@ -130,6 +130,28 @@ TEST(column, empty_columns) {
   EXPECT_TRUE(c.slice(3, 3).to_host<int>().empty());
 }
 
+// Moving a column leaves the source empty, as column(): it used to keep its type, size and offset
+// while its buffers moved out, so a device view of it had size 3 over a null data pointer (a
+// reduction of a moved-from series read address 0).
+TEST(column, a_moved_from_column_is_empty) {
+  column a = column::from_host(std::vector<std::optional<int>>{1, std::nullopt, 3}).slice(1, 3);
+  column const b = std::move(a);
+  EXPECT_EQ(b.to_host<int>(), (std::vector<std::optional<int>>{std::nullopt, 3}));
+  EXPECT_EQ(a.size(), 0u);  // NOLINT(bugprone-use-after-move): the state moves leave is the point
+  EXPECT_EQ(a.offset(), 0u);
+  EXPECT_EQ(a.type(), type_id::int8);
+  EXPECT_EQ(a.null_count(), 0u);
+  EXPECT_TRUE(a.to_host<std::int8_t>().empty());
+  EXPECT_EQ(a.copy().size(), 0u);
+  column c = column::from_host(std::vector<double>{1, 2});
+  column d;
+  d = std::move(c);
+  EXPECT_EQ(c.size(), 0u);  // NOLINT(bugprone-use-after-move)
+  EXPECT_TRUE(c.children().empty());
+  EXPECT_TRUE(c.to_host<std::int8_t>().empty());
+  EXPECT_EQ(d.to_host<double>(), (std::vector<std::optional<double>>{1, 2}));
+}
+
 TEST(column, all_null_columns) {
   std::vector<std::optional<std::int64_t>> const rows(100);
   column const c = column::from_host(rows);

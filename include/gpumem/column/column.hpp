@@ -24,7 +24,8 @@
 //
 // Ownership: copies and slices share the buffers (buffer handles, so over copy-on-write buffers
 // they are copy-on-write copies); copy() is the deep copy. A column owns nothing a copy does not
-// share. Errors: constructors check that the buffers are large enough and aligned, and
+// share. Moving a column leaves the source empty, as column() (int8, 0 rows, no buffers).
+// Errors: constructors check that the buffers are large enough and aligned, and
 // throw gpumem::logic_error naming the sizes; to_host<T> checks T against the column's type.
 // Thread safety: const members may be called from any number of threads at once; the null count
 // is computed on first use and cached atomically (two threads may both compute it, with the same
