@@ -3,6 +3,7 @@
 #include "array_test_support.hpp"
 
 #include <gpumem/array/device_array.hpp>
+#include <gpumem/array/pinned_array.hpp>
 #include <gpumem/array/transfer.hpp>
 #include <gpumem/manager/context.hpp>
 #include <gpumem/manager/default_memory_manager.hpp>
@@ -13,6 +14,8 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace gpumem {
@@ -96,6 +99,24 @@ TEST(device_array, device_to_device_between_layouts) {
   EXPECT_EQ(like.shape(), f.shape());
   like.copy_to_device(f.slice({}));
   EXPECT_EQ(like.copy_to_host(), back);
+}
+
+// Whether dst.copy_to_device(src) compiles.
+template <class Dst, class Src, class = void>
+struct can_copy_to_device : std::false_type {};
+template <class Dst, class Src>
+struct can_copy_to_device<
+    Dst, Src,
+    std::void_t<decltype(std::declval<Dst const&>().copy_to_device(std::declval<Src const&>()))>>
+    : std::true_type {};
+
+// copy_to_device from an array of another element type of the same size used to compile and copy
+// the bits (an int32 1 read back as the float 1.4e-45); gpumem::copy refuses it at compile time.
+TEST(device_array, copy_to_device_takes_arrays_of_its_element_type_only) {
+  EXPECT_TRUE((can_copy_to_device<device_array<float>, device_array<float>>::value));
+  EXPECT_TRUE((can_copy_to_device<device_array<float>, pinned_array<float>>::value));
+  EXPECT_FALSE((can_copy_to_device<device_array<float>, device_array<std::int32_t>>::value));
+  EXPECT_FALSE((can_copy_to_device<device_array<double>, pinned_array<std::int64_t>>::value));
 }
 
 TEST(device_array, views_share_and_keep_the_parent_alive) {

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace gpumem {
@@ -76,12 +77,16 @@ class device_array : public detail::array_base<device_array<T>, T, memory_pointe
   // Host -> device (the host buffer holds size() elements densely, in the natural order).
   void copy_to_device(host_span<T const> src) const { copy_from_host(src, nullptr); }
   void copy_to_device(host_span<T const> src, stream const& s) const { copy_from_host(src, &s); }
-  // Device -> device (or from any gpumem array of the same shape).
-  template <class Array, class = typename Array::owner_type>
+  // Device -> device (or from any gpumem array of the same shape and element type; an array of
+  // another element type does not compile, as for gpumem::copy: elements of the same size would
+  // otherwise be copied as bits, an int32 1 becoming the float 1.4e-45).
+  template <class Array, class = typename Array::owner_type,
+            class = std::enable_if_t<std::is_same_v<typename Array::value_type, T>>>
   void copy_to_device(Array const& src) const {
     detail::transfer(detail::array_side(*this), detail::array_side(src), nullptr);
   }
-  template <class Array, class = typename Array::owner_type>
+  template <class Array, class = typename Array::owner_type,
+            class = std::enable_if_t<std::is_same_v<typename Array::value_type, T>>>
   void copy_to_device(Array const& src, stream const& s) const {
     detail::transfer(detail::array_side(*this), detail::array_side(src), &s);
   }
