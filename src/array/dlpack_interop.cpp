@@ -139,6 +139,11 @@ imported_tensor check_dlpack_import(dlpack::DLTensor const& t, dlpack::DLDataTyp
                      std::to_string(max_array_rank) + "]");
   GPUMEM_EXPECTS(t.ndim == 0 || t.shape != nullptr,
                  "from_dlpack: null shape for ndim " + std::to_string(t.ndim));
+  // A null data pointer has no bytes to offset into: with a byte_offset it used to become a small
+  // non-null address (null + offset, undefined), which passed the null check of a non-empty array.
+  GPUMEM_EXPECTS(
+      t.data != nullptr || t.byte_offset == 0,
+      "from_dlpack: byte_offset " + std::to_string(t.byte_offset) + " from a null data pointer");
   std::size_t first_byte = 0;
   GPUMEM_EXPECTS(checked_add(reinterpret_cast<std::uintptr_t>(t.data),
                              static_cast<std::size_t>(t.byte_offset), first_byte),

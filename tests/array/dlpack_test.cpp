@@ -98,6 +98,26 @@ TEST(dlpack, import_rejects_what_it_cannot_use) {
   EXPECT_EQ(ok.copy_to_host(), (std::vector<float>{1, 2, 3}));
 }
 
+// A null data pointer with a byte offset used to be imported as an array at address byte_offset
+// (null + offset passed the null check of a non-empty array); reading it crashed.
+TEST(dlpack, a_null_data_pointer_is_refused_whatever_the_byte_offset) {
+  std::int64_t shape[1] = {4};
+  dlpack::DLManagedTensor t{};
+  t.dl_tensor.data = nullptr;
+  t.dl_tensor.device = {test::on_cuda_backend() ? dlpack::kDLCUDA : dlpack::kDLCPU,
+                        test::on_cuda_backend() ? current_context().device() : 0};
+  t.dl_tensor.ndim = 1;
+  t.dl_tensor.dtype = dlpack_dtype<float>();
+  t.dl_tensor.shape = shape;
+  t.dl_tensor.byte_offset = 64;
+  test::expect_logic_error([&] { from_dlpack<float>(&t); },
+                           "from_dlpack: byte_offset 64 from a null data pointer");
+  t.dl_tensor.byte_offset = 0;
+  test::expect_logic_error([&] { from_dlpack<float>(&t); }, "null pointer for a non-empty array");
+  shape[0] = 0;  // an empty tensor may have no data
+  EXPECT_EQ(from_dlpack<float>(&t).size(), 0u);
+}
+
 TEST(dlpack, read_only_tensors_are_refused_and_stay_with_the_caller) {
   auto d = to_device(std::vector<float>{1, 2, 3});
   dlpack::DLManagedTensorVersioned* t = to_dlpack_versioned(d);
