@@ -171,6 +171,17 @@ TEST(pin_scope, a_span_whose_bytes_would_wrap_is_refused) {
   EXPECT_EQ(host_span<int>(&one, 1).size_bytes(), sizeof(int));
 }
 
+// A null pointer with a size used to be accepted: a copy from it read address 0 (UBSan: null
+// passed to memcpy on the host backend; a fault on the cuda one).
+TEST(pin_scope, a_null_span_with_a_size_is_refused) {
+  test::expect_logic_error([] { (void)host_span<float const>(nullptr, 4); },
+                           "host_span: null pointer for 4 elements");
+  EXPECT_TRUE(host_span<float>(nullptr, 0).empty());
+  device_array<float> d({4});
+  test::expect_logic_error([&] { d.copy_to_device(host_span<float const>(nullptr, 4)); },
+                           "null pointer");
+}
+
 TEST(mapped_scope, gives_a_mapped_array_and_can_be_reentered) {
   std::vector<int> data(256, 0);
   for (int round = 0; round < 3; ++round) {

@@ -22,11 +22,14 @@ class host_span {
  public:
   host_span() = default;
   // `size` elements at `data`; a size whose bytes would pass max_allocation_bytes describes no
-  // memory that can exist (gpumem::logic_error naming it), so size_bytes() never wraps.
+  // memory that can exist (gpumem::logic_error naming it), so size_bytes() never wraps. A null
+  // `data` with a size is a logic_error too (as for buffers): a transfer would copy from address 0.
   host_span(T* data, std::size_t size) : data_(data), size_(size) {
     GPUMEM_EXPECTS(size <= max_allocation_bytes / sizeof(T),
                    "host_span: " + std::to_string(size) + " elements of " +
                        std::to_string(sizeof(T)) + " bytes exceed the address space");
+    GPUMEM_EXPECTS(data != nullptr || size == 0,
+                   "host_span: null pointer for " + std::to_string(size) + " elements");
   }
   template <class A, class U = std::remove_const_t<T>>
   host_span(std::vector<U, A>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit
