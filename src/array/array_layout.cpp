@@ -158,6 +158,7 @@ array_layout::derived array_layout::sliced(std::vector<slice> const& slices) con
                  std::to_string(slices.size()) + " slices for an array of rank " +
                      std::to_string(rank) + " (" + describe() + ")");
   derived out{*this, 0};
+  bool empty = false;  // a dimension was sliced to nothing
   for (std::size_t d = 0; d < slices.size(); ++d) {
     slice const s = slices[d];
     auto const n = static_cast<std::ptrdiff_t>(shape[d]);
@@ -178,17 +179,18 @@ array_layout::derived array_layout::sliced(std::vector<slice> const& slices) con
     // With two or more elements, step * stride stays inside the array's extent; with fewer the
     // stride is never used, and multiplying by a huge step could overflow.
     std::ptrdiff_t const stride = count > 1 ? strides[d] * step : strides[d];
-    if (s.step > 0) {
-      out.byte_offset += s.start * strides[d];
-      out.layout.strides[d] = stride;
-    } else {
-      // Backwards from the last element of the range.
-      std::ptrdiff_t const first = count == 0 ? s.start : stop - 1;
-      out.byte_offset += first * strides[d];
-      out.layout.strides[d] = -stride;
+    out.layout.strides[d] = s.step > 0 ? stride : -stride;
+    // An empty part has byte offset 0 (below), so the offset of an empty range is never formed:
+    // its start may be the dimension's length, one element past the extent, and start * stride
+    // (summed over such dimensions) could overflow. A non-empty range starts inside the extent.
+    if (count == 0) {
+      empty = true;
+      continue;
     }
+    // Forwards from the range's first element, backwards from its last.
+    if (!empty) out.byte_offset += (s.step > 0 ? s.start : stop - 1) * strides[d];
   }
-  if (out.layout.size() == 0) out.byte_offset = 0;
+  if (empty || out.layout.size() == 0) out.byte_offset = 0;
   GPUMEM_ASSERT(inside(*this, out), "a slice addresses only bytes of its array");
   return out;
 }

@@ -118,6 +118,27 @@ TEST(array_layout, empty_slices_are_empty) {
   EXPECT_TRUE(s.layout.is_c_contiguous());
 }
 
+// Empty slices at the end of dimensions whose strides reach almost the whole address space: their
+// start times the stride, summed over the dimensions, used to be formed before the empty result's
+// offset was reset to 0, overflowing ptrdiff_t (UBSan: signed integer overflow).
+TEST(array_layout, empty_slices_at_the_end_of_huge_strides_do_not_overflow) {
+  constexpr std::ptrdiff_t stride = (std::ptrdiff_t{1} << 62) - 1;  // the most strided() accepts
+  auto l = array_layout::strided({2, 2}, {stride, stride}, 1);
+  auto forward = l.sliced({slice{2, 2}, slice{2, 2}});
+  EXPECT_EQ(forward.layout.size(), 0u);
+  EXPECT_EQ(forward.byte_offset, 0);
+  auto backward = l.sliced({slice{2, 2, -1}, slice{2, 2, -1}});
+  EXPECT_EQ(backward.layout.size(), 0u);
+  EXPECT_EQ(backward.byte_offset, 0);
+  auto reversed = array_layout::strided({2, 2}, {-stride, -stride}, 1);
+  EXPECT_EQ(reversed.sliced({slice{2, 2}, slice{2, 2}}).byte_offset, 0);
+  auto partly = l.sliced({slice{1, 2}, slice{2, 2}});  // one dimension empty is enough
+  EXPECT_EQ(partly.layout.size(), 0u);
+  EXPECT_EQ(partly.byte_offset, 0);
+  auto full = l.sliced({slice{1, 2}, slice{1, 2, -1}});
+  EXPECT_EQ(full.byte_offset, 2 * stride);
+}
+
 // Empty shapes are checked as others: NumPy's np.empty((0, 2**62, 2**62)) is "array is too big",
 // and an empty array's strides may reach no further than those of a full one (its slices compute
 // offsets and strides from them). These overflowed signed arithmetic (UBSan) and were accepted.
