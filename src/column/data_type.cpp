@@ -2,6 +2,9 @@
 #include <gpumem/column/data_type.hpp>
 #include <gpumem/core/error.hpp>
 
+#include <cstdint>
+#include <string>
+
 namespace gpumem {
 
 namespace {
@@ -18,7 +21,10 @@ char const* to_string(type_id id) noexcept {
 }
 
 std::string to_string(data_type type) {
-  return to_string(type.id());
+  auto const index = static_cast<std::size_t>(type.id());
+  if (index < sizeof type_names / sizeof type_names[0]) return type_names[index];
+  // A value no enumerator has (a cast from a bad integer): named by its number in messages.
+  return "unknown type_id " + std::to_string(static_cast<std::int32_t>(type.id()));
 }
 
 std::size_t size_of(data_type type) {

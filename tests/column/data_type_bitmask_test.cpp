@@ -3,6 +3,7 @@
 #include "column_test_support.hpp"
 
 #include <gpumem/column/bitmask.hpp>
+#include <gpumem/column/column.hpp>
 #include <gpumem/column/data_type.hpp>
 
 #include <gtest/gtest.h>
@@ -36,6 +37,18 @@ TEST(data_type, widths_and_names) {
   static_assert(type_to_id<std::uint8_t>() == type_id::uint8);
   EXPECT_EQ(data_type(type_id::int32), type_id::int32);
   EXPECT_NE(data_type(type_id::int32), type_id::uint32);
+}
+
+// A type_id cast from a bad integer used to be called "unknown" (not naming the value), and the
+// column constructor told the caller to make such a column with make_strings_column.
+TEST(data_type, a_bad_type_id_is_named_by_its_number) {
+  auto const bad = static_cast<type_id>(42);
+  EXPECT_EQ(to_string(data_type(bad)), "unknown type_id 42");
+  test::expect_logic_error([&] { size_of(bad); }, "size_of: unknown type_id 42 is not");
+  test::expect_logic_error([&] { column(bad, 0, buffer()); },
+                           "column: unknown type_id 42 is not a column element type");
+  test::expect_logic_error([] { column(type_id::string, 0, buffer()); },
+                           "column: string columns are made by make_strings_column");
 }
 
 TEST(bitmask, arrow_bit_order_in_bytes) {
