@@ -6,10 +6,19 @@
 
 #include <unistd.h>
 
+#include <string>
+
 namespace gpumem {
 
 ipc_handle make_ipc_handle(memory_pointer const& memory) {
   GPUMEM_EXPECTS(static_cast<bool>(memory), "get_ipc_handle: the memory_pointer is empty");
+  // memalloc(0) gives a pointer that owns no memory: there is no allocation to export.
+  GPUMEM_EXPECTS(
+      memory.device_pointer() != nullptr && memory.size() > 0,
+      "get_ipc_handle: the memory_pointer holds no memory (" + std::to_string(memory.size()) +
+          " bytes at " +
+          (memory.device_pointer() == nullptr ? std::string("null") : "a device address") +
+          "): nothing to export");
   // The pointer's recorded device, not owning_context(): the pointer may have outlived its
   // context (gpumem::close()), whose object is then gone.
   int const device = memory.device();

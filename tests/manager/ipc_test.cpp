@@ -152,6 +152,19 @@ TEST(ipc, opening_in_the_exporting_process_is_an_error) {
   EXPECT_THROW(copy.close(), logic_error);
 }
 
+TEST(ipc, a_pointer_that_holds_no_memory_is_a_logic_error) {
+  // memalloc(0) owns no allocation: it was a cuda_error about a null address.
+  context& ctx = current_context();
+  memory_pointer p = ctx.memory_manager().memalloc(0);
+  try {
+    (void)ctx.memory_manager().get_ipc_handle(p);
+    FAIL() << "expected logic_error";
+  } catch (logic_error const& e) {
+    EXPECT_NE(std::string(e.what()).find("holds no memory (0 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ipc, serialisation_round_trips_every_field) {
   ipc_memory_handle raw{};
   for (std::size_t i = 0; i < raw.size(); ++i)

@@ -41,8 +41,8 @@ namespace gpumem {
 inline constexpr std::size_t max_int32_offset_bytes = 2147483647;
 
 // A strings column with a copy of `strings` (a null row where an optional is empty; the column
-// is nullable exactly when this form is used). A braced list of string literals alone fits both
-// forms: name the vector type there.
+// is nullable exactly when this form is used with at least one row). A braced list of string
+// literals alone fits both forms: name the vector type there.
 column strings_column_from_host(std::vector<std::optional<std::string>> const& strings,
                                 buffer_memory memory = buffer_memory::device);
 column strings_column_from_host(std::vector<std::string> const& strings,

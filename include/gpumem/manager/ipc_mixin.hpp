@@ -23,7 +23,8 @@
 namespace gpumem {
 
 // The handle of `memory` as described above; the handle keeps `memory` alive. Throws
-// gpumem::logic_error for an empty pointer; cuda_error when the backend cannot export it.
+// gpumem::logic_error for an empty pointer or one that holds no memory (memalloc(0)); cuda_error
+// when the backend cannot export it.
 ipc_handle make_ipc_handle(memory_pointer const& memory);
 
 template <class Base>

@@ -3,10 +3,11 @@
 // Memory managers by name, and the resolution of GPUMEM_MEMORY_MANAGER (the counterpart of
 // NUMBA_CUDA_MEMORY_MANAGER, which names a module exporting `_numba_memory_manager`).
 //
-// Built-ins: "default" (default_memory_manager) and "host_only" (device memory from the backend,
+// Built-ins: "default" (default_memory_manager), "host_only" (device memory from the backend,
 // freed AT ONCE when its last owner goes — no deferral; host memory through
-// host_only_memory_manager). Other layers add theirs ("pool", "async") with
-// register_memory_manager, at static initialisation or before the first context is created.
+// host_only_memory_manager), "pool" (pool_resource over cudaMalloc chunks) and "async"
+// (cudaMallocAsync). Others are added with register_memory_manager, at static initialisation or
+// before the first context is created.
 //
 // A value containing '/' or ending in ".so" is a shared library: it is dlopen()ed (RTLD_NOW |
 // RTLD_LOCAL, never closed — the code of its managers must outlive every pointer they made) and
