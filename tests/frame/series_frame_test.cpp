@@ -62,6 +62,20 @@ TEST(series, construction_and_index) {
   expect_logic_error([&] { (void)s.slice(2, 4); }, "rows [2, 4) are outside the series of 3");
 }
 
+// A moved-from series is empty, as series(): its index used to keep its labels over no rows.
+TEST(series, a_moved_from_series_is_empty) {
+  auto s = series::from_host<std::int64_t>({{1}, std::nullopt, {3}}, "x");
+  series t = std::move(s);
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_EQ(t.index().size(), 3u);
+  EXPECT_EQ(s.size(), 0u);  // NOLINT(bugprone-use-after-move): the state a move leaves is the point
+  EXPECT_EQ(s.index().size(), 0u);
+  series u;
+  u = std::move(t);
+  EXPECT_EQ(u.index().size(), 3u);
+  EXPECT_EQ(t.index().size(), 0u);  // NOLINT(bugprone-use-after-move)
+}
+
 TEST(series, views_share_memory_copies_do_not) {
   auto const s = series::from_host<std::int32_t>({1, 2, 3, 4, 5, 6, 7});
   series const h = s.head(3);

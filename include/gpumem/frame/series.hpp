@@ -36,6 +36,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpumem::frame {
@@ -55,6 +56,20 @@ class series {
   series() = default;
   // `values` with `idx` (default: range_index(values.size())) and `name`.
   explicit series(column values, std::optional<frame::index> idx = std::nullopt, label name = {});
+  series(series const&) = default;
+  series& operator=(series const&) = default;
+  // A moved-from series is empty, as series(): its values and its index both move out (a default
+  // move left the index's labels over no rows).
+  series(series&& other) noexcept
+      : values_(std::move(other.values_)),
+        index_(std::exchange(other.index_, frame::index())),
+        name_(std::move(other.name_)) {}
+  series& operator=(series&& other) noexcept {
+    values_ = std::move(other.values_);
+    index_ = std::exchange(other.index_, frame::index());
+    name_ = std::move(other.name_);
+    return *this;
+  }
 
   // Numeric series from host values are made of copy-on-write buffers (frame_buffer_options()),
   // so their first write needs no copy when nothing shares them.
