@@ -154,6 +154,14 @@ void write_rows(column& target, std::size_t begin, column const& values) {
                  "write_rows: rows [" + std::to_string(begin) + ", " + std::to_string(begin) +
                      " + " + std::to_string(values.size()) + ") are outside the column of " +
                      std::to_string(target.size()) + " rows");
+  // The copy is a kernel, which reads the values through a column_device_view (refused there if
+  // pinned) and writes the target's buffers: pinned host memory is refused for them as well.
+  for (buffer const* b : {&target.data(), &target.null_mask()})
+    GPUMEM_EXPECTS(b->empty() || b->memory() != buffer_memory::pinned,
+                   std::string("write_rows: the target's ") +
+                       (b == &target.data() ? "data" : "null mask") +
+                       " buffer is in pinned host memory, which kernels cannot write; copy the "
+                       "column to device or managed memory first");
   if (values.empty() || &values == &target) return;  // a column written over itself: unchanged
   // Copy on write is the buffer's (docs/buffers.md): the target's handles are moved out, so they
   // are the only ones of this column, and get_ptr(access::write) gives them bytes of their own

@@ -315,6 +315,16 @@ TEST(write_rows, in_place_when_alone_copy_when_shared) {
   EXPECT_EQ(sibling.to_host<std::int32_t>()[4], 5);
 }
 
+// The copy is a kernel: a target in pinned host memory is refused, as column_device_view refuses
+// pinned values (it was written on the host backend only).
+TEST(write_rows, a_target_in_pinned_host_memory_is_refused) {
+  column c = column::from_host(std::vector<std::int32_t>{1, 2, 3}, gpumem::buffer_memory::pinned);
+  gpumem::test::expect_logic_error(
+      [&] { gpumem::frame::write_rows(c, 0, column::from_host(std::vector<std::int32_t>{9})); },
+      "write_rows: the target's data buffer is in pinned host memory");
+  EXPECT_EQ(c.to_host<std::int32_t>(), (opt_vec<std::int32_t>{1, 2, 3}));
+}
+
 // A column exposed outside a spill lock (here by a kernel view, as a user's launch makes one) is
 // written in place, so a view of it as the values overlaps the rows written: the values are
 // staged first, as NumPy's a[1:6] = a[0:5] and the array layer's overlapping copies. Both

@@ -42,7 +42,7 @@
 // copy-on-write (made by hand, or by column::from_host without options) is first copied into
 // copy-on-write buffers: only those can tell whether they are shared. The frame layer's own
 // buffers from host data are copy-on-write (series::from_host), so their writes copy only when
-// shared.
+// shared. The copy is a kernel: a target (or values) in pinned host memory is a logic_error.
 //
 // Spilling: every operation takes the pointers of its inputs and outputs inside a spill_lock of
 // its own and finishes its work before the lock goes: spilled inputs come back for the
