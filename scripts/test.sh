@@ -11,8 +11,8 @@
 #      again;
 #   4. a thread sanitizer build of the host code, running the tests of the concurrent parts: the
 #      pool and its lock, the resource contract suite, the deferred-deallocation queue (manager
-#      tests), the device heap, the NRT and the strings transform (concurrent calls) on the host
-#      backend;
+#      tests), the device heap, the NRT, the strings transform (concurrent calls) and the spill
+#      stress test (test_buffer_stress) on the host backend;
 #   5. the Python package: `pip install .` (without build isolation, from the build requirements
 #      install-deps.sh put in place) into a virtual environment, $build/venv, then pytest on
 #      python/tests with the host backend (GPU and framework tests skip, saying why). The package

@@ -242,8 +242,8 @@ tracking_adaptor* resource_memory_manager::debug_tracker() const noexcept {
 //     stream, where it is reusable at once by any later allocation. A batch the queue passes its
 //     limits with is only retired; retired batches are released together behind one barrier
 //     (when they pass their own, larger limits, and on flush, reset, out-of-memory and close), so
-//     one synchronisation serves up to 16 times the count limit (160 frees by default) and a free
-//     costs no wait of its own.
+//     one synchronisation serves the retired list once it holds more than 16 times the count
+//     limit (165 frees by default: 15 batches of 11) and a free costs no wait of its own.
 // memalloc therefore allocates on the null stream without waiting: a block the resource hands out
 // there was either freed through this queue (idle since the flush's synchronisation) or freed in
 // stream order on the null stream (allocate(bytes, nullptr)), which the legacy default stream

@@ -55,7 +55,7 @@ struct environment {
   std::size_t pool_max_cached_size = std::size_t{256} << 10;
 };
 
-// One row of the table, for documentation and `gpumem::describe_environment()`.
+// One row of the table, for documentation and `gpumem::environment_table()`.
 struct environment_variable {
   char const* name;
   char const* default_value;
