@@ -35,7 +35,7 @@ std::vector<environment_variable> const& table() {
        "a non-negative number (as Python's float(); above 1 leaves only the count limit)",
        "... or when its bytes exceed this fraction of the device's memory."},
       {"GPUMEM_HOST_DEVICE_CAPACITY", "4GiB", "bytes", "a byte count above 0, e.g. 512MiB",
-       "Memory of the simulated device of the host backend (rounded up to 4 KiB)."},
+       "Memory of the simulated device of the host backend (rounded up to the page size)."},
       {"GPUMEM_DEBUG_MEMORY", "0", "flag", "0, 1, false, true, off, on, no, yes",
        "Put the debug adaptor (double/wrong-size free detection, poisoning) around the device "
        "memory of every memory manager made afterwards, and check small frees on every device "
@@ -48,9 +48,9 @@ std::vector<environment_variable> const& table() {
        "... plus this many bytes per input row (at least 16 MiB in all)."},
       {"GPUMEM_LOG_LEVEL", "warn", "name", "trace, debug, info, warn, error, off",
        "Lowest level the default log sink prints."},
-      {"GPUMEM_SPILL", "0", "flag", "0, 1, false, true, off, on",
+      {"GPUMEM_SPILL", "0", "flag", "0, 1, false, true, off, on, no, yes",
        "Make a global spill manager: device buffers move to pinned host memory when needed."},
-      {"GPUMEM_SPILL_ON_DEMAND", "1", "flag", "0, 1, false, true, off, on",
+      {"GPUMEM_SPILL_ON_DEMAND", "1", "flag", "0, 1, false, true, off, on, no, yes",
        "The spill manager spills buffers when a device allocation runs out of memory."},
       {"GPUMEM_SPILL_DEVICE_LIMIT", "(none)", "bytes", "a byte count, e.g. 8GiB",
        "Soft limit on the device bytes of spillable buffers, kept by spilling."},
@@ -128,9 +128,10 @@ std::size_t parse_bytes(char const* name, std::string const& text) {
 }
 
 double parse_factor(char const* name, std::string const& text) {
+  std::string const number = without_blanks(text);  // as the other numbers: " 2.5" is 2.5
   char* end = nullptr;
-  double const value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || value < 0)
+  double const value = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value) || value < 0)
     invalid(name, text);
   return value;
 }

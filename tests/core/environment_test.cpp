@@ -144,7 +144,12 @@ TEST(environment, string_heap_sizing_variables) {
     gpumem::reload_environment();
     EXPECT_EQ(gpumem::environment_snapshot().string_heap_factor, 1e300);
   }
-  for (char const* text : {"-1", "inf", "nan", "2x"}) {
+  {
+    scoped_env blanks("GPUMEM_STRING_HEAP_FACTOR", " 2.5\t");  // blanks, as for the other numbers
+    gpumem::reload_environment();
+    EXPECT_EQ(gpumem::environment_snapshot().string_heap_factor, 2.5);
+  }
+  for (char const* text : {"-1", "inf", "nan", "2x", " ", "2 5"}) {
     scoped_env bad("GPUMEM_STRING_HEAP_FACTOR", text);
     EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_FACTOR"), std::string::npos) << text;
   }
