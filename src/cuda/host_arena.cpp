@@ -87,22 +87,43 @@ void* host_arena::allocate(std::size_t bytes, char const* call, std::size_t alig
                       std::string("call ") + call);
 }
 
-void host_arena::check_live(void* ptr, char const* call) const {
+void host_arena::retire(void* ptr, char const* call) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto const at = offset(ptr);
   if (!at || live_.count(*at) == 0)
     fail(invalid_value, "cudaErrorInvalidValue", call,
          pointer_text(ptr) + " is not the base of a live device allocation");
+  if (!retiring_.insert(*at).second)
+    fail(invalid_value, "cudaErrorInvalidValue", call,
+         pointer_text(ptr) + " is already being freed in stream order (deallocate_async)");
+}
+
+void host_arena::unretire(void* ptr) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto const at = offset(ptr)) retiring_.erase(*at);
+}
+
+void host_arena::free_retired(void* ptr, char const* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_locked(ptr, call, true);
 }
 
 void host_arena::free(void* ptr, char const* call) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mutex_);
+  free_locked(ptr, call, false);
+}
+
+void host_arena::free_locked(void* ptr, char const* call, bool retired) {
   auto const at = offset(ptr);
   auto live = at ? live_.find(*at) : live_.end();
   if (live == live_.end())
     fail(invalid_value, "cudaErrorInvalidValue", call,
          pointer_text(ptr) + " is not the base of a live device allocation");
+  if (retiring_.count(*at) != (retired ? 1u : 0u))
+    fail(invalid_value, "cudaErrorInvalidValue", call,
+         pointer_text(ptr) + " is already being freed in stream order (deallocate_async)");
+  retiring_.erase(*at);
   std::size_t start = live->first;
   std::size_t size = live->second;
   live_.erase(live);

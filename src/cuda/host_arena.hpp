@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 namespace gpumem::detail::host {
 
@@ -32,8 +33,15 @@ class host_arena {
   // `call` names the backend operation in messages. 0 bytes gives nullptr. `alignment` (a power of
   // two; 0 means the arena's) aligns the offset in the arena, e.g. to a page for mmap of the fd.
   void* allocate(std::size_t bytes, char const* call, std::size_t alignment = 0);
-  void free(void* ptr, char const* call);  // ptr must be the base of a live allocation
-  void check_live(void* ptr, char const* call) const;
+  // ptr must be the base of a live allocation that no stream-ordered free has claimed (retire).
+  void free(void* ptr, char const* call);
+  // A stream-ordered free: retire() claims the allocation when the free is queued (a second free
+  // of it, in stream order or not, is then refused at once, as free() refuses a freed pointer),
+  // free_retired() frees it when the stream reaches the free, unretire() undoes a claim whose free
+  // could not be queued.
+  void retire(void* ptr, char const* call);
+  void free_retired(void* ptr, char const* call);
+  void unretire(void* ptr) noexcept;
 
   // The live allocation containing `ptr`, if any.
   std::optional<address_range> find(void const* ptr) const;
@@ -46,7 +54,8 @@ class host_arena {
   }
 
  private:
-  std::optional<std::size_t> offset(void const* ptr) const;  // inside the arena?
+  std::optional<std::size_t> offset(void const* ptr) const;     // inside the arena?
+  void free_locked(void* ptr, char const* call, bool retired);  // caller holds mutex_
 
   std::size_t alignment_;
   std::size_t capacity_ = 0;
@@ -56,6 +65,7 @@ class host_arena {
   mutable std::mutex mutex_;
   std::map<std::size_t, std::size_t> free_ranges_;  // offset -> size
   std::map<std::size_t, std::size_t> live_;         // offset -> rounded size
+  std::set<std::size_t> retiring_;                  // offsets of live ones a queued free claimed
   std::size_t used_ = 0;
   std::size_t peak_ = 0;
 };

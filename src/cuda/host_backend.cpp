@@ -126,10 +126,19 @@ class host_backend final : public detail::vmm_backend {
   }
   void deallocate_async(void* ptr, stream_handle stream) override {
     if (ptr == nullptr) return;
-    arena_.check_live(ptr, "deallocate_async");
+    stream_impl& s = resolve(stream);
+    // Claimed now, so that a second free of it (in stream order or not) is refused at once rather
+    // than reported on the stream's worker, or freeing the block of a later allocation at its
+    // address once the first free has run.
+    arena_.retire(ptr, "deallocate_async");
     managed_.forget(ptr);
     // Stream-ordered: the memory returns to the device when the stream reaches the free.
-    resolve(stream).enqueue([this, ptr] { arena_.free(ptr, "deallocate_async"); });
+    try {
+      s.enqueue([this, ptr] { arena_.free_retired(ptr, "deallocate_async"); });
+    } catch (...) {
+      arena_.unretire(ptr);
+      throw;
+    }
   }
   std::size_t set_async_release_threshold(std::size_t bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -172,20 +181,30 @@ class host_backend final : public detail::vmm_backend {
   }
 
   // --- copies ---
+  // A null address or a range that wraps is cudaErrorInvalidValue, as CUDA reports it, checked
+  // before anything is queued (a memmove on a stream's worker would take the process down).
   void copy(void* dst, void const* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check_range(dst, bytes, "copy", "destination");
+    check_range(src, bytes, "copy", "source");
     default_stream().synchronize();
-    if (bytes != 0) std::memmove(dst, src, bytes);
+    std::memmove(dst, src, bytes);
   }
   void copy_async(void* dst, void const* src, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
+    check_range(dst, bytes, "copy_async", "destination");
+    check_range(src, bytes, "copy_async", "source");
     resolve(stream).enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
   void fill(void* dst, int value, std::size_t bytes) override {
+    if (bytes == 0) return;
+    check_range(dst, bytes, "fill", "destination");
     default_stream().synchronize();
-    if (bytes != 0) std::memset(dst, value, bytes);
+    std::memset(dst, value, bytes);
   }
   void fill_async(void* dst, int value, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
+    check_range(dst, bytes, "fill_async", "destination");
     resolve(stream).enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
   }
 
@@ -369,6 +388,13 @@ class host_backend final : public detail::vmm_backend {
     }
     per_thread_stream entry{detail::this_thread_lifetime(), std::make_shared<stream_impl>()};
     return *per_thread_streams_.emplace(serial, std::move(entry)).first->second.stream;
+  }
+  static void check_range(void const* p, std::size_t bytes, char const* call, char const* which) {
+    auto const start = reinterpret_cast<std::uintptr_t>(p);
+    if (p == nullptr || start > ~std::uintptr_t{0} - bytes)
+      fail(invalid_value, "cudaErrorInvalidValue", call,
+           std::string("the ") + which + " [" + pointer_text(p) + ", +" + std::to_string(bytes) +
+               " bytes) is " + (p == nullptr ? "null" : "past the end of the address space"));
   }
   std::shared_ptr<event_impl> live_event(event_handle event, char const* call) {
     if (event == nullptr)

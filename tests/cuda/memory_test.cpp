@@ -246,6 +246,35 @@ TEST(cuda_memory, freeing_a_pointer_twice_is_a_cuda_error) {
   EXPECT_THROW(b.deallocate(p), gpumem::cuda_error);
 }
 
+// A second free of a block whose stream-ordered free is still queued is refused at once. It used
+// to be accepted: a second deallocate_async was only logged when its stream reached it, and a
+// deallocate let the block be handed out again, so that the queued free then freed the new
+// allocation under its owner.
+TEST(cuda_memory, freeing_a_pointer_whose_stream_ordered_free_is_queued_is_a_cuda_error) {
+  auto& b = backend();
+  if (gpumem::test::on_cuda())
+    GTEST_SKIP() << "a double free is undefined on a real device; only the host backend "
+                    "diagnoses it";
+  gpumem::test::scoped_stream stream;
+  void* p = b.allocate(4096);
+  {
+    gpumem::test::stream_gate gate;
+    gate.block(stream.get());
+    b.deallocate_async(p, stream.get());
+    EXPECT_THROW(b.deallocate_async(p, stream.get()), gpumem::cuda_error);
+    EXPECT_THROW(b.deallocate_async(p, nullptr), gpumem::cuda_error);
+    EXPECT_THROW(b.deallocate(p), gpumem::cuda_error);
+    void* q = b.allocate(4096);  // not p: p is still allocated until the stream frees it
+    EXPECT_NE(q, p);
+    gate.open();
+    b.synchronize_stream(stream.get());
+    auto const range = b.get_address_range(q);  // still live: the queued free was p's only
+    EXPECT_EQ(range.base, q);
+    b.deallocate(q);
+  }
+  EXPECT_THROW(b.deallocate(p), gpumem::cuda_error);  // freed once, by the stream
+}
+
 TEST(cuda_memory, threads_allocating_at_once_get_disjoint_memory) {
   auto& b = backend();
   constexpr int threads = 4, rounds = 150;

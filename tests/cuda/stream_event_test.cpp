@@ -62,6 +62,31 @@ TEST(cuda_copy, sync_copies_and_fills_round_trip) {
   }
 }
 
+// A null address with bytes to move is cudaErrorInvalidValue, as CUDA reports it (the host
+// backend's memmove/memset dereferenced it: a segfault, on a stream's worker for the async forms).
+TEST(cuda_copy, a_null_address_with_bytes_is_an_invalid_value_not_a_crash) {
+  auto& b = backend();
+  device_buffer a(256);
+  scoped_stream stream;
+  auto const invalid_value = [](auto&& call) {
+    try {
+      call();
+    } catch (gpumem::cuda_error const& e) {
+      return e.code() == 1;  // cudaErrorInvalidValue
+    }
+    return false;
+  };
+  EXPECT_TRUE(invalid_value([&] { b.copy(nullptr, a.get(), 16); }));
+  EXPECT_TRUE(invalid_value([&] { b.copy(a.get(), nullptr, 16); }));
+  EXPECT_TRUE(invalid_value([&] { b.fill(nullptr, 0, 16); }));
+  EXPECT_TRUE(invalid_value([&] { b.copy_async(nullptr, a.get(), 16, stream.get()); }));
+  EXPECT_TRUE(invalid_value([&] { b.copy_async(a.get(), nullptr, 16, stream.get()); }));
+  EXPECT_TRUE(invalid_value([&] { b.fill_async(nullptr, 0, 16, stream.get()); }));
+  b.synchronize_stream(stream.get());
+  EXPECT_NO_THROW(b.copy(nullptr, nullptr, 0));  // nothing to move: still a no-op
+  EXPECT_NO_THROW(b.fill_async(nullptr, 0, 0, stream.get()));
+}
+
 TEST(cuda_copy, async_chain_on_one_stream_completes_in_order) {
   auto& b = backend();
   std::size_t const n = 1 << 20;
