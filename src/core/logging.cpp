@@ -69,9 +69,23 @@ log_sink set_log_sink(log_sink sink) {
 }
 
 void log(log_level level, std::string_view message) noexcept {
+  // Set while this thread runs a user's sink: a message the sink logs itself (directly, or by
+  // freeing memory whose release logs) would take sink_mutex() again and deadlock. It goes to
+  // stderr instead, unfiltered (the level needs the environment, which may be what failed).
+  thread_local bool in_sink = false;
   try {
+    if (in_sink) {
+      if (level != log_level::off)
+        std::fprintf(stderr, "gpumem [%s] %.*s\n", to_string(level),
+                     static_cast<int>(message.size()), message.data());
+      return;
+    }
     std::lock_guard<std::mutex> lock(sink_mutex());
     if (current_sink()) {
+      struct sink_scope {
+        sink_scope() { in_sink = true; }
+        ~sink_scope() { in_sink = false; }
+      } const scope;
       current_sink()(level, message);
       return;
     }

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -65,4 +69,29 @@ TEST(logging, the_default_sink_follows_reload_environment) {
     EXPECT_EQ(printed(gpumem::log_level::trace, "trace-4"), "");
   }
   gpumem::set_log_sink(custom);
+}
+
+// A sink that logs (itself, or through gpumem code it calls, e.g. a free that reports a problem)
+// used to take the sink's mutex a second time on the same thread: the process hung. The inner
+// message goes to stderr.
+TEST(logging, a_message_logged_from_inside_the_sink_does_not_deadlock) {
+  std::vector<std::string> seen;
+  gpumem::log_sink const previous =
+      gpumem::set_log_sink([&seen](gpumem::log_level level, std::string_view message) {
+        seen.emplace_back(message);
+        if (message == "outer") gpumem::log(level, "inner");
+      });
+  ::testing::internal::CaptureStderr();
+  auto done =
+      std::async(std::launch::async, [] { gpumem::log(gpumem::log_level::error, "outer"); });
+  bool const returned = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  std::string const err = ::testing::internal::GetCapturedStderr();
+  if (!returned) {
+    ADD_FAILURE() << "gpumem::log called from inside the sink deadlocked";
+    std::fflush(stdout);
+    std::_Exit(1);  // the logging thread holds the mutex for ever: nothing else can run
+  }
+  gpumem::set_log_sink(previous);
+  EXPECT_EQ(seen, std::vector<std::string>{"outer"});
+  EXPECT_NE(err.find("gpumem [error] inner"), std::string::npos) << err;
 }

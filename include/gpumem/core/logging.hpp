@@ -6,7 +6,9 @@
 // given by GPUMEM_LOG_LEVEL (default warn), as the environment snapshot has it at each message
 // (reload_environment() changes it). When the environment is invalid (any gpumem variable), the
 // level is warn and the environment's error is printed once: an invalid variable never silences
-// the log. Thread safe: the sink is called under a mutex.
+// the log. Thread safe: the sink is called under a mutex. A message logged from inside a sink (by
+// the sink itself, or by gpumem code it calls) goes to stderr rather than to the sink again; a sink
+// must not call set_log_sink.
 #pragma once
 
 #include <functional>
