@@ -21,6 +21,8 @@
 #include <gpumem/mr/statistics_adaptor.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -89,7 +91,18 @@ int main(int argc, char** argv) {
     } else if (arg == "--threads") {
       honour_threads = true;
     } else if (arg == "--repeat" && i + 1 < argc) {
-      repeat = std::atoi(argv[++i]);
+      // A whole number from 1 to INT_MAX, all of it: atoi took "3x" for 3, "abc" for 0 (a bare
+      // usage line), and wrapped an overflowing count (undefined behaviour) to a huge one.
+      char const* const text = argv[++i];
+      char* end = nullptr;
+      errno = 0;
+      long const n = std::strtol(text, &end, 10);
+      if (end == text || *end != '\0' || errno == ERANGE || n < 1 || n > INT_MAX) {
+        std::fprintf(stderr, "replay_log: --repeat needs a whole number from 1 to %d, not '%s'\n",
+                     INT_MAX, text);
+        return 2;
+      }
+      repeat = static_cast<int>(n);
     } else if (arg == "-h" || arg == "--help") {
       usage();
       return 0;
@@ -101,7 +114,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (path.empty() || repeat < 1) {
+  if (path.empty()) {
+    usage();
+    return 2;
+  }
+  // Before the log is read: a misspelt resource used to be reported only after the whole log had
+  // been parsed and the table's header printed.
+  if (which != "all" && which != "cuda" && which != "async" && which != "pool" &&
+      which != "expandable") {
+    std::fprintf(stderr, "replay_log: unknown resource '%s'\n", which.c_str());
     usage();
     return 2;
   }
@@ -153,8 +174,9 @@ int main(int argc, char** argv) {
     }
     for (auto s : streams)
       gpumem::backend().destroy_stream(s);
-    if (!any) {
-      std::fprintf(stderr, "replay_log: unknown resource '%s'\n", which.c_str());
+    if (!any) {  // a known name that this backend lacks (expandable without virtual memory)
+      std::fprintf(stderr, "replay_log: resource '%s' is not available on %s\n", which.c_str(),
+                   gpumem::backend().description().c_str());
       return 2;
     }
   } catch (std::exception const& e) {
