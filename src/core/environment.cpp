@@ -40,7 +40,7 @@ std::vector<environment_variable> const& table() {
        "Put the debug adaptor (double/wrong-size free detection, poisoning) around the device "
        "memory of every memory manager made afterwards, and check small frees on every device "
        "heap made afterwards."},
-      {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count, e.g. 1GiB",
+      {"GPUMEM_DEVICE_HEAP_SIZE", "256MiB", "bytes", "a byte count above 0, e.g. 1GiB",
        "Size of the device heap used by the device runtime (nrt/)."},
       {"GPUMEM_STRING_HEAP_FACTOR", "3", "ratio", "a number >= 0, e.g. 2.5",
        "strings::transform makes a heap of this many bytes per byte of input characters ..."},
@@ -131,7 +131,10 @@ double parse_factor(char const* name, std::string const& text) {
   std::string const number = without_blanks(text);  // as the other numbers: " 2.5" is 2.5
   char* end = nullptr;
   double const value = std::strtod(number.c_str(), &end);
-  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value) || value < 0)
+  // strtod also reads hexadecimal ("0x10" is 16), which Python's float() refuses, as the ratio
+  // does.
+  if (number.empty() || number.find_first_of("xX") != std::string::npos ||
+      end != number.c_str() + number.size() || !std::isfinite(value) || value < 0)
     invalid(name, text);
   return value;
 }
@@ -164,8 +167,12 @@ environment parse() {
   }
   if (auto v = read("GPUMEM_DEBUG_MEMORY"))
     env.debug_memory = parse_flag("GPUMEM_DEBUG_MEMORY", *v);
-  if (auto v = read("GPUMEM_DEVICE_HEAP_SIZE"))
+  if (auto v = read("GPUMEM_DEVICE_HEAP_SIZE")) {
+    // 0 cannot be a heap's size: heap_options::bytes 0 means "this variable's", and a device_heap
+    // made with it failed later with a message that named no variable.
     env.device_heap_size = parse_bytes("GPUMEM_DEVICE_HEAP_SIZE", *v);
+    if (env.device_heap_size == 0) invalid("GPUMEM_DEVICE_HEAP_SIZE", *v);
+  }
   if (auto v = read("GPUMEM_STRING_HEAP_FACTOR"))
     env.string_heap_factor = parse_factor("GPUMEM_STRING_HEAP_FACTOR", *v);
   if (auto v = read("GPUMEM_STRING_HEAP_BYTES_PER_ROW"))

@@ -103,6 +103,9 @@ TEST(environment, invalid_value_names_variable_value_and_valid_values) {
     EXPECT_NE(reload_error().find("byte count"), std::string::npos);
   }
   expect_refused("GPUMEM_HOST_DEVICE_CAPACITY", "0", "above 0");
+  // A device heap of 0 bytes was accepted here and refused by device_heap later, unnamed.
+  for (char const* heap : {"0", "0 MiB", "0.0"})
+    expect_refused("GPUMEM_DEVICE_HEAP_SIZE", heap, "above 0");
   expect_refused("NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT", " ", "non-negative integer");
 }
 
@@ -149,7 +152,7 @@ TEST(environment, string_heap_sizing_variables) {
     gpumem::reload_environment();
     EXPECT_EQ(gpumem::environment_snapshot().string_heap_factor, 2.5);
   }
-  for (char const* text : {"-1", "inf", "nan", "2x", " ", "2 5"}) {
+  for (char const* text : {"-1", "inf", "nan", "2x", " ", "2 5", "0x10"}) {
     scoped_env bad("GPUMEM_STRING_HEAP_FACTOR", text);
     EXPECT_NE(reload_error().find("GPUMEM_STRING_HEAP_FACTOR"), std::string::npos) << text;
   }
