@@ -24,6 +24,7 @@
 
 #if GPUMEM_HAS_CUDA
 
+#include "copy_range.hpp"
 #include "cuda_allocation_counter.hpp"
 #include "cuda_check.hpp"
 #include "cuda_device_properties.hpp"
@@ -256,22 +257,28 @@ class cuda_backend final : public detail::vmm_backend {
   // also orders them after work on blocking streams, as cudaMemcpy would be).
   void copy(void* dst, void const* src, std::size_t bytes) override {
     if (bytes == 0) return;
+    detail::check_copy_range(dst, bytes, "cudaMemcpyAsync", "destination");
+    detail::check_copy_range(src, bytes, "cudaMemcpyAsync", "source");
     GPUMEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, nullptr),
                       "cudaMemcpyAsync");
     GPUMEM_CUDA_CHECK(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
   }
   void copy_async(void* dst, void const* src, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
+    detail::check_copy_range(dst, bytes, "cudaMemcpyAsync", "destination");
+    detail::check_copy_range(src, bytes, "cudaMemcpyAsync", "source");
     GPUMEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, native(stream)),
                       "cudaMemcpyAsync");
   }
   void fill(void* dst, int value, std::size_t bytes) override {
     if (bytes == 0) return;
+    detail::check_copy_range(dst, bytes, "cudaMemsetAsync", "destination");
     GPUMEM_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, nullptr), "cudaMemsetAsync");
     GPUMEM_CUDA_CHECK(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
   }
   void fill_async(void* dst, int value, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
+    detail::check_copy_range(dst, bytes, "cudaMemsetAsync", "destination");
     GPUMEM_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, native(stream)), "cudaMemsetAsync");
   }
 

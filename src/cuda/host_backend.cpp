@@ -9,6 +9,7 @@
 // Thread safety: the arena, the managed and page-locked tables, the streams, the IPC mappings and
 // the virtual-memory registry have their own locks; one mutex guards the stream and event tables
 // (and the streams a test marked as captured: simulate_stream_capture).
+#include "copy_range.hpp"
 #include "host_arena.hpp"
 #include "host_errors.hpp"
 #include "host_ipc.hpp"
@@ -390,11 +391,7 @@ class host_backend final : public detail::vmm_backend {
     return *per_thread_streams_.emplace(serial, std::move(entry)).first->second.stream;
   }
   static void check_range(void const* p, std::size_t bytes, char const* call, char const* which) {
-    auto const start = reinterpret_cast<std::uintptr_t>(p);
-    if (p == nullptr || start > ~std::uintptr_t{0} - bytes)
-      fail(invalid_value, "cudaErrorInvalidValue", call,
-           std::string("the ") + which + " [" + pointer_text(p) + ", +" + std::to_string(bytes) +
-               " bytes) is " + (p == nullptr ? "null" : "past the end of the address space"));
+    detail::check_copy_range(p, bytes, std::string("host backend: ") + call, which);
   }
   std::shared_ptr<event_impl> live_event(event_handle event, char const* call) {
     if (event == nullptr)
