@@ -23,7 +23,8 @@ inline void check_copy_range(void const* p, std::size_t bytes, std::string const
   std::snprintf(address, sizeof address, "%p", p);
   throw cuda_error(1, "cudaErrorInvalidValue", call, __FILE__, __LINE__,
                    std::string("the ") + which + " [" + address + ", +" + std::to_string(bytes) +
-                       " bytes) is " + (p == nullptr ? "null" : "past the end of the address space"));
+                       " bytes) is " +
+                       (p == nullptr ? "null" : "past the end of the address space"));
 }
 
 }  // namespace gpumem::detail

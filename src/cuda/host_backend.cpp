@@ -188,8 +188,10 @@ class host_backend final : public detail::vmm_backend {
     if (bytes == 0) return;
     check_range(dst, bytes, "copy", "destination");
     check_range(src, bytes, "copy", "source");
-    default_stream().synchronize();
-    std::memmove(dst, src, bytes);
+    // On the legacy stream, as cudaMemcpy: after the earlier work of every blocking stream.
+    stream_impl& legacy = default_stream();
+    legacy.enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+    legacy.synchronize();
   }
   void copy_async(void* dst, void const* src, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
@@ -200,8 +202,9 @@ class host_backend final : public detail::vmm_backend {
   void fill(void* dst, int value, std::size_t bytes) override {
     if (bytes == 0) return;
     check_range(dst, bytes, "fill", "destination");
-    default_stream().synchronize();
-    std::memset(dst, value, bytes);
+    stream_impl& legacy = default_stream();  // as copy()
+    legacy.enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
+    legacy.synchronize();
   }
   void fill_async(void* dst, int value, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
@@ -210,8 +213,10 @@ class host_backend final : public detail::vmm_backend {
   }
 
   // --- streams ---
-  stream_handle create_stream(bool) override {
-    auto s = std::make_shared<stream_impl>();
+  stream_handle create_stream(bool non_blocking) override {
+    auto s = std::make_shared<stream_impl>(
+        non_blocking ? stream_impl::kind::non_blocking : stream_impl::kind::blocking, ordering_);
+    if (!non_blocking) ordering_->add_blocking(s);
     std::lock_guard<std::mutex> lock(mutex_);
     streams_.emplace(s.get(), s);
     return s.get();
@@ -359,7 +364,10 @@ class host_backend final : public detail::vmm_backend {
 
  private:
   stream_impl& default_stream() {
-    std::call_once(default_once_, [this] { default_stream_ = std::make_unique<stream_impl>(); });
+    std::call_once(default_once_, [this] {
+      default_stream_ = std::make_shared<stream_impl>(stream_impl::kind::legacy, ordering_);
+      ordering_->set_legacy(default_stream_);
+    });
     return *default_stream_;
   }
   // A destroyed stream is an error the caller sees (cudaErrorInvalidResourceHandle), as it
@@ -387,7 +395,10 @@ class host_backend final : public detail::vmm_backend {
       else
         ++dead;
     }
-    per_thread_stream entry{detail::this_thread_lifetime(), std::make_shared<stream_impl>()};
+    // Per-thread default streams are blocking streams (they order with the legacy stream).
+    auto s = std::make_shared<stream_impl>(stream_impl::kind::blocking, ordering_);
+    ordering_->add_blocking(s);
+    per_thread_stream entry{detail::this_thread_lifetime(), std::move(s)};
     return *per_thread_streams_.emplace(serial, std::move(entry)).first->second.stream;
   }
   static void check_range(void const* p, std::size_t bytes, char const* call, char const* which) {
@@ -419,7 +430,9 @@ class host_backend final : public detail::vmm_backend {
   };
   std::unordered_map<std::uint64_t, per_thread_stream> per_thread_streams_;
   std::once_flag default_once_;
-  std::unique_ptr<stream_impl> default_stream_;
+  // The legacy stream's implicit synchronisation with the blocking streams (host_stream.hpp).
+  std::shared_ptr<legacy_ordering> ordering_ = std::make_shared<legacy_ordering>();
+  std::shared_ptr<stream_impl> default_stream_;
   std::unordered_set<stream_handle> capturing_;     // simulate_stream_capture's marks
   std::atomic<std::size_t> simulated_captures_{0};  // capturing_.size()
 };

@@ -13,8 +13,45 @@ namespace {
 std::atomic<std::uint64_t> next_stream_id{1};
 }  // namespace
 
-stream_impl::stream_impl()
-    : id(next_stream_id.fetch_add(1, std::memory_order_relaxed)), worker_([this] { run(); }) {}
+legacy_ordering::waits legacy_ordering::preceding(stream_impl const& s) {
+  waits out;
+  if (s.role == stream_impl::kind::non_blocking) return out;
+  std::vector<std::shared_ptr<stream_impl>> others;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (s.role == stream_impl::kind::blocking) {
+      if (auto legacy = legacy_.lock()) others.push_back(std::move(legacy));
+    } else {
+      for (auto it = blocking_.begin(); it != blocking_.end();) {
+        if (auto b = it->lock()) {
+          others.push_back(std::move(b));
+          ++it;
+        } else {
+          it = blocking_.erase(it);
+        }
+      }
+    }
+  }
+  for (auto const& other : others)
+    if (!other->idle()) out.emplace_back(other, other->queued());
+  return out;
+}
+
+void legacy_ordering::set_legacy(std::shared_ptr<stream_impl> const& legacy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  legacy_ = legacy;
+}
+
+void legacy_ordering::add_blocking(std::shared_ptr<stream_impl> const& s) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  blocking_.push_back(s);
+}
+
+stream_impl::stream_impl(kind stream_kind, std::shared_ptr<legacy_ordering> ordering)
+    : id(next_stream_id.fetch_add(1, std::memory_order_relaxed)),
+      role(stream_kind),
+      ordering_(std::move(ordering)),
+      worker_([this] { run(); }) {}
 
 stream_impl::~stream_impl() {
   {
@@ -28,6 +65,16 @@ stream_impl::~stream_impl() {
 }
 
 void stream_impl::enqueue(std::function<void()> task) {
+  if (ordering_) {
+    // Read before this task is queued (legacy_ordering): the other side's earlier work.
+    legacy_ordering::waits waits = ordering_->preceding(*this);
+    if (!waits.empty())
+      task = [waits = std::move(waits), work = std::move(task)] {
+        for (auto const& [stream, count] : waits)
+          if (auto const s = stream.lock()) s->wait_until(count);  // gone: its work all ran
+        work();
+      };
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     tasks_.push_back(std::move(task));
@@ -40,6 +87,16 @@ void stream_impl::synchronize() {
   std::unique_lock<std::mutex> lock(mutex_);
   std::uint64_t const target = enqueued_;
   work_done_.wait(lock, [&] { return completed_ >= target; });
+}
+
+std::uint64_t stream_impl::queued() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return enqueued_;
+}
+
+void stream_impl::wait_until(std::uint64_t count) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [&] { return completed_ >= count; });
 }
 
 bool stream_impl::idle() {

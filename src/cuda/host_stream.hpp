@@ -16,14 +16,41 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace gpumem {
 
+struct stream_impl;
+
+// CUDA's legacy default stream and its implicit synchronisation: work queued on the legacy stream
+// waits for the work queued before it on every blocking stream (created without non_blocking, and
+// the per-thread default streams), and work queued on a blocking stream waits for the work queued
+// before it on the legacy stream. Non-blocking streams take no part. Each side's count is read
+// before the new work is queued, so two queues never wait for each other.
+class legacy_ordering {
+ public:
+  // The streams that work queued on `s` must first wait for, with their counts of queued work.
+  using waits = std::vector<std::pair<std::weak_ptr<stream_impl>, std::uint64_t>>;
+  waits preceding(stream_impl const& s);
+  void set_legacy(std::shared_ptr<stream_impl> const& legacy);
+  void add_blocking(std::shared_ptr<stream_impl> const& s);
+
+ private:
+  std::mutex mutex_;
+  std::weak_ptr<stream_impl> legacy_;
+  std::vector<std::weak_ptr<stream_impl>> blocking_;  // expired entries dropped as they are seen
+};
+
 struct stream_impl {
+  enum class kind { legacy, blocking, non_blocking };
   // Never reused (a process-wide counter), unlike the stream's address: stream_id().
   std::uint64_t const id;
+  kind const role;
 
-  stream_impl();
+  // A stream without `ordering` (or non_blocking) orders nothing but its own work.
+  explicit stream_impl(kind stream_kind = kind::non_blocking,
+                       std::shared_ptr<legacy_ordering> ordering = nullptr);
   ~stream_impl();  // drains the queue, then joins the worker
   stream_impl(stream_impl const&) = delete;
   stream_impl& operator=(stream_impl const&) = delete;
@@ -31,9 +58,13 @@ struct stream_impl {
   void enqueue(std::function<void()> task);
   void synchronize();
   bool idle();
+  // The number of tasks queued so far, and a wait (on any thread) until that many have run.
+  std::uint64_t queued();
+  void wait_until(std::uint64_t count);
 
  private:
   void run();
+  std::shared_ptr<legacy_ordering> const ordering_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;

@@ -121,6 +121,59 @@ TEST(cuda_copy, async_chain_on_one_stream_completes_in_order) {
   EXPECT_TRUE(b.query_stream(stream.get()));
 }
 
+// The sync forms run on the legacy default stream, which waits for the earlier work of every
+// blocking stream (the cuda backend's copy/fill say so, and memalloc and the spill manager rely on
+// it). The host backend's legacy stream is an independent queue: the copy read the buffer before
+// the blocking stream's fill had run.
+TEST(cuda_copy, a_sync_copy_waits_for_earlier_work_on_blocking_streams) {
+  auto& b = backend();
+  std::size_t const n = 4 * KiB;
+  scoped_stream blocking(/*non_blocking=*/false);
+  device_buffer a(n);
+  b.fill(a.get(), 0x00, n);
+  std::vector<std::uint8_t> out(n, 0xff);
+  stream_gate gate;
+  gate.block(blocking.get());
+  b.fill_async(a.get(), 0x5a, n, blocking.get());
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gate.open();
+  });
+  b.copy(out.data(), a.get(), n);  // on the legacy stream: after the blocking stream's fill
+  opener.join();
+  EXPECT_EQ(out[0], 0x5a) << "the sync copy ran before the blocking stream's earlier fill";
+  EXPECT_EQ(out[n - 1], 0x5a);
+}
+
+// The other directions: work on a blocking stream waits for the legacy stream's earlier work, and
+// a non-blocking stream orders with neither (a sync copy does not wait for its held-back work).
+TEST(cuda_copy, blocking_streams_wait_for_the_legacy_stream_and_non_blocking_ones_do_not) {
+  auto& b = backend();
+  std::size_t const n = 4 * KiB;
+  device_buffer a(n);
+  b.fill(a.get(), 0x00, n);
+  {
+    scoped_stream blocking(/*non_blocking=*/false);
+    stream_gate gate;
+    gate.block(nullptr);  // the legacy stream, held back
+    b.fill_async(a.get(), 0x11, n, nullptr);
+    b.fill_async(a.get(), 0x22, n, blocking.get());  // after the legacy stream's fill
+    gate.open();
+    b.synchronize_stream(blocking.get());
+    std::vector<std::uint8_t> out(n, 0xff);
+    b.copy(out.data(), a.get(), n);
+    EXPECT_EQ(out[0], 0x22) << "the blocking stream's fill ran before the legacy stream's";
+  }
+  scoped_stream non_blocking;
+  stream_gate gate;
+  gate.block(non_blocking.get());
+  b.fill_async(a.get(), 0x33, n, non_blocking.get());
+  std::vector<std::uint8_t> out(n, 0xff);
+  b.copy(out.data(), a.get(), n);  // returns although the non-blocking stream is held back
+  EXPECT_EQ(out[0], 0x22);
+  gate.open();
+}
+
 TEST(cuda_copy, per_thread_default_stream_carries_async_work) {
   auto& b = backend();
   std::size_t const n = 64 * KiB;
