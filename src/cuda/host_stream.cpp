@@ -3,6 +3,7 @@
 #include <gpumem/core/assert.hpp>
 #include <gpumem/core/logging.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <string>
@@ -44,6 +45,14 @@ void legacy_ordering::set_legacy(std::shared_ptr<stream_impl> const& legacy) {
 
 void legacy_ordering::add_blocking(std::shared_ptr<stream_impl> const& s) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // Destroyed streams are dropped here too (amortised), not only when the legacy stream gets work:
+  // a program that never uses it would keep every destroyed stream's control block.
+  if (blocking_.size() >= prune_at_) {
+    blocking_.erase(std::remove_if(blocking_.begin(), blocking_.end(),
+                                   [](std::weak_ptr<stream_impl> const& w) { return w.expired(); }),
+                    blocking_.end());
+    prune_at_ = 2 * blocking_.size() + 16;
+  }
   blocking_.push_back(s);
 }
 

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +41,7 @@ class legacy_ordering {
   std::mutex mutex_;
   std::weak_ptr<stream_impl> legacy_;
   std::vector<std::weak_ptr<stream_impl>> blocking_;  // expired entries dropped as they are seen
+  std::size_t prune_at_ = 16;                         // add_blocking drops expired ones past this
 };
 
 struct stream_impl {
