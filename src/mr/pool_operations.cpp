@@ -182,8 +182,17 @@ void pool_state::release_stream(stream_handle stream) {
     complete_all_fences_locked(s, upto);
     // The null and per-thread default streams are never destroyed: only a created stream's entry
     // is retired (its id names no later stream, so the entry would never be used again).
-    if (s.key.which == pool_stream_key::kind::created)
+    if (s.key.which == pool_stream_key::kind::created) {
       s.released.store(true, std::memory_order_relaxed);
+    } else if (s.per_thread && s.caches == 0 && s.pins == 0 && s.fences.empty() &&
+               s.extents.bytes() == 0 && s.class_list_bytes.load(std::memory_order_relaxed) == 0) {
+      // The calling thread's per-thread stream, which no cache of its names (it never allocated
+      // here, or its caches went): no thread exit would retire the entry (retire_cache), so an
+      // empty one goes now; using the stream later makes a new one.
+      pool_stream_key const key = s.key;  // not a reference into the node erased
+      streams_.erase(key);
+      stream_count_.store(streams_.size(), std::memory_order_relaxed);
+    }
   }
   // The calling thread's caches of released streams go now (their blocks were flushed above);
   // other threads drop theirs at their next miss. The entry goes with the last of them.

@@ -102,6 +102,22 @@ TEST_F(pool_test, exited_threads_leave_no_stream_state) {
   expect_exited_threads_forgotten(pool);
 }
 
+// release_stream(cudaStreamPerThread) from threads that never allocated on it (a bridge that
+// gives back "the current stream" at a worker's teardown): the entry it makes for the thread's
+// stream must go with the thread, as the entries of threads that allocated there do.
+TEST_F(pool_test, exited_threads_that_only_released_their_stream_leave_no_stream_state) {
+  pool_resource pool(upstream, {});
+  for (int i = 0; i < 64; ++i) {
+    std::thread t([&] { pool.release_stream(backend().per_thread_default_stream()); });
+    t.join();
+  }
+  // A later stream's entry reaps the retired ones.
+  void* p = pool.allocate(4 * KiB, a);
+  pool.deallocate(p, 4 * KiB, a);
+  pool.release_stream(a);
+  expect_exited_threads_forgotten(pool);
+}
+
 // A thread_local destroyed after the pool's table of thread caches (constructed before it) may
 // still allocate and free on the thread's per-thread stream, also after the pool forgot the
 // thread's first entry: what it frees there must not stay the dead thread's for good.
