@@ -185,7 +185,8 @@ struct pool_statistics {
   // Frees ignored as invalid (each also logged at error level): caught by track_blocks, after
   // close() beyond what was live then, a block above max_cached_size that is not live or is freed
   // with another size, a live one freed with a cached size, a cached-size block freed again while
-  // still among the last on the thread's stack, and a range that overlaps free memory.
+  // still among the last on the thread's stack, and a range that overlaps free memory (not a large
+  // block freed again with a cached size once it is gone: docs/mr.md, "Refused frees").
   std::uint64_t invalid_deallocations = 0;
   // Allocations and deallocations that took the pool's shared mutex (slabs for a stream's arena,
   // large blocks, flushes): per allocate+free pair, this is what limits scaling.
