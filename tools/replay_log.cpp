@@ -47,6 +47,7 @@ using replay_body = std::function<void(gpumem::memory_resource&, gpumem::pool_re
 
 struct candidate {
   std::string name;
+  bool available;  // expandable needs the backend's virtual memory
   // Builds the resource over `device` and runs `body` with it.
   std::function<void(gpumem::memory_resource& device, replay_body const& body)> run;
 };
@@ -54,23 +55,24 @@ struct candidate {
 std::vector<candidate> candidates() {
   using namespace gpumem;
   std::vector<candidate> all;
-  all.push_back({"cuda", [](memory_resource& device, auto const& body) { body(device, nullptr); }});
-  all.push_back({"async", [](memory_resource&, auto const& body) {
+  all.push_back(
+      {"cuda", true, [](memory_resource& device, auto const& body) { body(device, nullptr); }});
+  all.push_back({"async", true, [](memory_resource&, auto const& body) {
                    // The async pool is the driver's: held bytes are not visible, only live ones.
                    async_resource async;
                    body(async, nullptr);
                  }});
-  all.push_back({"pool", [](memory_resource& device, auto const& body) {
+  all.push_back({"pool", true, [](memory_resource& device, auto const& body) {
                    pool_resource pool(device);
                    body(pool, &pool);
                  }});
-  if (backend().vmm_granularity() > 0)
-    all.push_back({"expandable", [](memory_resource& device, auto const& body) {
-                     pool_options options;
-                     options.expandable = true;
-                     pool_resource pool(device, options);
-                     body(pool, &pool);
-                   }});
+  all.push_back({"expandable", backend().vmm_granularity() > 0,
+                 [](memory_resource& device, auto const& body) {
+                   pool_options options;
+                   options.expandable = true;
+                   pool_resource pool(device, options);
+                   body(pool, &pool);
+                 }});
   return all;
 }
 
@@ -120,11 +122,20 @@ int main(int argc, char** argv) {
   }
   // Before the log is read: a misspelt resource used to be reported only after the whole log had
   // been parsed and the table's header printed.
-  if (which != "all" && which != "cuda" && which != "async" && which != "pool" &&
-      which != "expandable") {
-    std::fprintf(stderr, "replay_log: unknown resource '%s'\n", which.c_str());
-    usage();
-    return 2;
+  std::vector<candidate> const resources = candidates();
+  if (which != "all") {
+    auto const named = std::find_if(resources.begin(), resources.end(),
+                                    [&](candidate const& c) { return c.name == which; });
+    if (named == resources.end()) {
+      std::fprintf(stderr, "replay_log: unknown resource '%s'\n", which.c_str());
+      usage();
+      return 2;
+    }
+    if (!named->available) {  // expandable without virtual memory
+      std::fprintf(stderr, "replay_log: resource '%s' is not available on %s\n", which.c_str(),
+                   gpumem::backend().description().c_str());
+      return 2;
+    }
   }
   try {
     auto const events = gpumem::parse_log_file(path);
@@ -140,11 +151,9 @@ int main(int argc, char** argv) {
       streams.push_back(gpumem::backend().create_stream(true));
     std::printf("%-8s %12s %14s %14s %8s %10s %6s\n", "resource", "ns/event", "peak live",
                 "peak held", "frag", "unmatched", "oom");
-    bool any = false;
     double cuda_ns = 0;
-    for (auto const& c : candidates()) {
-      if (which != "all" && which != c.name) continue;
-      any = true;
+    for (auto const& c : resources) {
+      if (!c.available || (which != "all" && which != c.name)) continue;
       gpumem::cuda_resource device;
       gpumem::statistics_adaptor held(device);
       c.run(held, [&](gpumem::memory_resource& mr, gpumem::pool_resource* pool) {
@@ -174,11 +183,6 @@ int main(int argc, char** argv) {
     }
     for (auto s : streams)
       gpumem::backend().destroy_stream(s);
-    if (!any) {  // a known name that this backend lacks (expandable without virtual memory)
-      std::fprintf(stderr, "replay_log: resource '%s' is not available on %s\n", which.c_str(),
-                   gpumem::backend().description().c_str());
-      return 2;
-    }
   } catch (std::exception const& e) {
     std::fprintf(stderr, "replay_log: %s\n", e.what());
     return 1;
