@@ -15,7 +15,7 @@ namespace gpumem::detail {
 
 // Throws cuda_error(cudaErrorInvalidValue) when [p, p + bytes) is null or wraps the address space
 // (bytes > 0). `call` names the operation, `which` the range ("source", "destination").
-inline void check_copy_range(void const* p, std::size_t bytes, std::string const& call,
+inline void check_copy_range(void const* p, std::size_t bytes, char const* call,
                              char const* which) {
   auto const start = reinterpret_cast<std::uintptr_t>(p);
   if (bytes == 0 || (p != nullptr && start <= ~std::uintptr_t{0} - bytes)) return;

@@ -186,8 +186,8 @@ class host_backend final : public detail::vmm_backend {
   // before anything is queued (a memmove on a stream's worker would take the process down).
   void copy(void* dst, void const* src, std::size_t bytes) override {
     if (bytes == 0) return;
-    check_range(dst, bytes, "copy", "destination");
-    check_range(src, bytes, "copy", "source");
+    detail::check_copy_range(dst, bytes, "host backend: copy", "destination");
+    detail::check_copy_range(src, bytes, "host backend: copy", "source");
     // On the legacy stream, as cudaMemcpy: after the earlier work of every blocking stream.
     stream_impl& legacy = default_stream();
     legacy.enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
@@ -195,28 +195,27 @@ class host_backend final : public detail::vmm_backend {
   }
   void copy_async(void* dst, void const* src, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
-    check_range(dst, bytes, "copy_async", "destination");
-    check_range(src, bytes, "copy_async", "source");
+    detail::check_copy_range(dst, bytes, "host backend: copy_async", "destination");
+    detail::check_copy_range(src, bytes, "host backend: copy_async", "source");
     resolve(stream).enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
   }
   void fill(void* dst, int value, std::size_t bytes) override {
     if (bytes == 0) return;
-    check_range(dst, bytes, "fill", "destination");
+    detail::check_copy_range(dst, bytes, "host backend: fill", "destination");
     stream_impl& legacy = default_stream();  // as copy()
     legacy.enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
     legacy.synchronize();
   }
   void fill_async(void* dst, int value, std::size_t bytes, stream_handle stream) override {
     if (bytes == 0) return;
-    check_range(dst, bytes, "fill_async", "destination");
+    detail::check_copy_range(dst, bytes, "host backend: fill_async", "destination");
     resolve(stream).enqueue([dst, value, bytes] { std::memset(dst, value, bytes); });
   }
 
   // --- streams ---
   stream_handle create_stream(bool non_blocking) override {
-    auto s = std::make_shared<stream_impl>(
-        non_blocking ? stream_impl::kind::non_blocking : stream_impl::kind::blocking, ordering_);
-    if (!non_blocking) ordering_->add_blocking(s);
+    auto s =
+        new_stream(non_blocking ? stream_impl::kind::non_blocking : stream_impl::kind::blocking);
     std::lock_guard<std::mutex> lock(mutex_);
     streams_.emplace(s.get(), s);
     return s.get();
@@ -364,10 +363,8 @@ class host_backend final : public detail::vmm_backend {
 
  private:
   stream_impl& default_stream() {
-    std::call_once(default_once_, [this] {
-      default_stream_ = std::make_shared<stream_impl>(stream_impl::kind::legacy, ordering_);
-      ordering_->set_legacy(default_stream_);
-    });
+    std::call_once(default_once_,
+                   [this] { default_stream_ = new_stream(stream_impl::kind::legacy); });
     return *default_stream_;
   }
   // A destroyed stream is an error the caller sees (cudaErrorInvalidResourceHandle), as it
@@ -396,13 +393,16 @@ class host_backend final : public detail::vmm_backend {
         ++dead;
     }
     // Per-thread default streams are blocking streams (they order with the legacy stream).
-    auto s = std::make_shared<stream_impl>(stream_impl::kind::blocking, ordering_);
-    ordering_->add_blocking(s);
-    per_thread_stream entry{detail::this_thread_lifetime(), std::move(s)};
+    per_thread_stream entry{detail::this_thread_lifetime(),
+                            new_stream(stream_impl::kind::blocking)};
     return *per_thread_streams_.emplace(serial, std::move(entry)).first->second.stream;
   }
-  static void check_range(void const* p, std::size_t bytes, char const* call, char const* which) {
-    detail::check_copy_range(p, bytes, std::string("host backend: ") + call, which);
+  // A stream of `kind`, known to the legacy ordering unless it is non-blocking.
+  std::shared_ptr<stream_impl> new_stream(stream_impl::kind kind) {
+    if (kind == stream_impl::kind::non_blocking) return std::make_shared<stream_impl>(kind);
+    auto s = std::make_shared<stream_impl>(kind, ordering_);
+    ordering_->add(s);
+    return s;
   }
   std::shared_ptr<event_impl> live_event(event_handle event, char const* call) {
     if (event == nullptr)

@@ -34,17 +34,17 @@ legacy_ordering::waits legacy_ordering::preceding(stream_impl const& s) {
     }
   }
   for (auto const& other : others)
-    if (!other->idle()) out.emplace_back(other, other->queued());
+    if (std::uint64_t const count = other->unfinished(); count != 0) out.emplace_back(other, count);
   return out;
 }
 
-void legacy_ordering::set_legacy(std::shared_ptr<stream_impl> const& legacy) {
+void legacy_ordering::add(std::shared_ptr<stream_impl> const& s) {
   std::lock_guard<std::mutex> lock(mutex_);
-  legacy_ = legacy;
-}
-
-void legacy_ordering::add_blocking(std::shared_ptr<stream_impl> const& s) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (s->role == stream_impl::kind::legacy) {
+    legacy_ = s;
+    return;
+  }
+  if (s->role != stream_impl::kind::blocking) return;
   // Destroyed streams are dropped here too (amortised), not only when the legacy stream gets work:
   // a program that never uses it would keep every destroyed stream's control block.
   if (blocking_.size() >= prune_at_) {
@@ -93,14 +93,12 @@ void stream_impl::enqueue(std::function<void()> task) {
 }
 
 void stream_impl::synchronize() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  std::uint64_t const target = enqueued_;
-  work_done_.wait(lock, [&] { return completed_ >= target; });
+  wait_until(unfinished());
 }
 
-std::uint64_t stream_impl::queued() {
+std::uint64_t stream_impl::unfinished() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return enqueued_;
+  return completed_ == enqueued_ ? 0 : enqueued_;
 }
 
 void stream_impl::wait_until(std::uint64_t count) {

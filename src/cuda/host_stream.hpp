@@ -34,14 +34,14 @@ class legacy_ordering {
   // The streams that work queued on `s` must first wait for, with their counts of queued work.
   using waits = std::vector<std::pair<std::weak_ptr<stream_impl>, std::uint64_t>>;
   waits preceding(stream_impl const& s);
-  void set_legacy(std::shared_ptr<stream_impl> const& legacy);
-  void add_blocking(std::shared_ptr<stream_impl> const& s);
+  // Takes part from now on: the legacy stream, or a blocking one (a non-blocking one is ignored).
+  void add(std::shared_ptr<stream_impl> const& s);
 
  private:
   std::mutex mutex_;
   std::weak_ptr<stream_impl> legacy_;
   std::vector<std::weak_ptr<stream_impl>> blocking_;  // expired entries dropped as they are seen
-  std::size_t prune_at_ = 16;                         // add_blocking drops expired ones past this
+  std::size_t prune_at_ = 16;                         // add() drops expired ones past this
 };
 
 struct stream_impl {
@@ -60,8 +60,9 @@ struct stream_impl {
   void enqueue(std::function<void()> task);
   void synchronize();
   bool idle();
-  // The number of tasks queued so far, and a wait (on any thread) until that many have run.
-  std::uint64_t queued();
+  // The number of tasks queued so far, or 0 when all of them have run; and a wait (on any
+  // thread) until that many have run.
+  std::uint64_t unfinished();
   void wait_until(std::uint64_t count);
 
  private:
