@@ -184,8 +184,7 @@ void pool_state::release_stream(stream_handle stream) {
     // is retired (its id names no later stream, so the entry would never be used again).
     if (s.key.which == pool_stream_key::kind::created) {
       s.released.store(true, std::memory_order_relaxed);
-    } else if (s.per_thread && s.caches == 0 && s.pins == 0 && s.fences.empty() &&
-               s.extents.bytes() == 0 && s.class_list_bytes.load(std::memory_order_relaxed) == 0) {
+    } else if (s.per_thread && s.unused()) {
       // The calling thread's per-thread stream, which no cache of its names (it never allocated
       // here, or its caches went): no thread exit would retire the entry (retire_cache), so an
       // empty one goes now; using the stream later makes a new one.

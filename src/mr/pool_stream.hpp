@@ -160,6 +160,13 @@ struct alignas(64) pool_stream {
   // (under `mutex`).
   std::uint64_t full_drains = 0;
 
+  // Under the pool's mutex: no cache names the entry, no thread is inside obtain() for it, and it
+  // owns no memory (no fences, extents or listed blocks): an entry nothing needs any more.
+  bool unused() const noexcept {
+    return caches == 0 && pins == 0 && fences.empty() && extents.bytes() == 0 &&
+           class_list_bytes.load(std::memory_order_relaxed) == 0;
+  }
+
   // Blocks of `delta` bytes in all put on / taken off class_lists; `merged`: of a merged class.
   void add_listed(std::size_t delta, bool merged) noexcept {
     pool_bump(class_list_bytes, delta);

@@ -287,8 +287,7 @@ void pool_state::reap_retired_locked() noexcept {
     // cannot ask): its entry goes once it owns nothing, and comes back, empty, if it is used again.
     bool const gone = s.retired || s.released.load(std::memory_order_relaxed) ||
                       (s.key.which == pool_stream_key::kind::created && s.caches == 0);
-    if (gone && s.caches == 0 && s.pins == 0 && s.fences.empty() && s.extents.bytes() == 0 &&
-        s.class_list_bytes.load(std::memory_order_relaxed) == 0) {
+    if (gone && s.unused()) {
       if (s.released.load(std::memory_order_relaxed)) remember_released_locked(s.key);
       it = streams_.erase(it);
     } else
