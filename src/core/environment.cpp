@@ -127,15 +127,10 @@ std::size_t parse_bytes(char const* name, std::string const& text) {
   return *value;
 }
 
+// As the ratio (Python's float() of a non-negative number), and finite.
 double parse_factor(char const* name, std::string const& text) {
-  std::string const number = without_blanks(text);  // as the other numbers: " 2.5" is 2.5
-  char* end = nullptr;
-  double const value = std::strtod(number.c_str(), &end);
-  // strtod also reads hexadecimal ("0x10" is 16), which Python's float() refuses, as the ratio
-  // does.
-  if (number.empty() || number.find_first_of("xX") != std::string::npos ||
-      end != number.c_str() + number.size() || !std::isfinite(value) || value < 0)
-    invalid(name, text);
+  double const value = parse_ratio(name, text);
+  if (!std::isfinite(value)) invalid(name, text);
   return value;
 }
 
