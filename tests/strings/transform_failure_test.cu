@@ -52,16 +52,11 @@ TEST_F(transform_test, exhausted_heap_throws_out_of_memory_then_works) {
     EXPECT_NE(what.find("of 256 rows could not allocate"), std::string::npos) << what;
     EXPECT_NE(what.find("heap of"), std::string::npos) << what;
   }
-  EXPECT_NO_THROW(small.check());  // the failures were cleared
-  gpumem::nrt::memsys_statistics s = small.statistics();
-  EXPECT_EQ(s.alloc, s.free);
-  EXPECT_EQ(s.mi_alloc, s.mi_free);
+  expect_balanced(small);  // the failures were cleared
   // The same memory system serves the next call.
   column const out = gpumem::strings::transform(c, spec_udf{}, o);
   EXPECT_EQ(out.to_host_strings(), rows_t(256, std::string("ROWabc")));
-  s = small.statistics();
-  EXPECT_EQ(s.alloc, s.free);
-  EXPECT_EQ(s.mi_alloc, s.mi_free);
+  expect_balanced(small);
   small.heap().trim();
   EXPECT_EQ(small.heap().usage().used_bytes, 0u);
 }
@@ -85,10 +80,7 @@ TEST_F(transform_test, a_failure_the_udf_went_on_from_fails_the_call) {
   } catch (gpumem::out_of_memory const& e) {
     EXPECT_NE(std::string(e.what()).find("inside the UDF failed"), std::string::npos) << e.what();
   }
-  EXPECT_NO_THROW(small.check());
-  gpumem::nrt::memsys_statistics const st = small.statistics();
-  EXPECT_EQ(st.alloc, st.free);
-  EXPECT_EQ(st.mi_alloc, st.mi_free);
+  expect_balanced(small);
 }
 
 // The same with a size past INT64_MAX instead of an exhausted heap: the failed string allocates

@@ -30,13 +30,15 @@ class transform_test : public ::testing::Test {
     ms_ = std::make_unique<nrt::memsys>(gpumem::nrt::heap_options{64 * gpumem::MiB},
                                         gpumem::nrt::memsys_options{true});
   }
-  // After every call: nothing left allocated in the memory system.
-  void expect_balanced() {
-    EXPECT_NO_THROW(ms_->check());
-    gpumem::nrt::memsys_statistics const s = ms_->statistics();
+  // After every call: no error pending and nothing left allocated in the memory system (the
+  // test's own, or another the test made).
+  static void expect_balanced(nrt::memsys& ms) {
+    EXPECT_NO_THROW(ms.check());
+    nrt::memsys_statistics const s = ms.statistics();
     EXPECT_EQ(s.alloc, s.free);
     EXPECT_EQ(s.mi_alloc, s.mi_free);
   }
+  void expect_balanced() { expect_balanced(*ms_); }
   gpumem::strings::transform_options with_memsys() {
     gpumem::strings::transform_options o;
     o.memsys = ms_.get();
