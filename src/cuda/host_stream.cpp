@@ -34,8 +34,14 @@ legacy_ordering::waits legacy_ordering::preceding(stream_impl const& s) {
     }
   }
   for (auto const& other : others)
-    if (std::uint64_t const count = other->unfinished(); count != 0) out.emplace_back(other, count);
+    if (std::uint64_t const count = other->unfinished(); count != 0)
+      out.emplace_back(other->progress(), count);
   return out;
+}
+
+void stream_progress::wait_until(std::uint64_t count) {
+  std::unique_lock<std::mutex> lock(mutex);
+  advanced.wait(lock, [&] { return completed >= count; });
 }
 
 void legacy_ordering::add(std::shared_ptr<stream_impl> const& s) {
@@ -60,6 +66,7 @@ stream_impl::stream_impl(kind stream_kind, std::shared_ptr<legacy_ordering> orde
     : id(next_stream_id.fetch_add(1, std::memory_order_relaxed)),
       role(stream_kind),
       ordering_(std::move(ordering)),
+      progress_(ordering_ ? std::make_shared<stream_progress>() : nullptr),
       worker_([this] { run(); }) {}
 
 stream_impl::~stream_impl() {
@@ -79,8 +86,8 @@ void stream_impl::enqueue(std::function<void()> task) {
     legacy_ordering::waits waits = ordering_->preceding(*this);
     if (!waits.empty())
       task = [waits = std::move(waits), work = std::move(task)] {
-        for (auto const& [stream, count] : waits)
-          if (auto const s = stream.lock()) s->wait_until(count);  // gone: its work all ran
+        for (auto const& [progress, count] : waits)
+          progress->wait_until(count);
         work();
       };
   }
@@ -128,6 +135,13 @@ void stream_impl::run() {
       log(log_level::error, std::string("a task on a host-backend stream threw: ") + e.what());
     } catch (...) {
       log(log_level::error, "a task on a host-backend stream threw");
+    }
+    if (progress_) {  // before completed_: a synchronize() that returns sees the waiters' count too
+      {
+        std::lock_guard<std::mutex> advance(progress_->mutex);
+        ++progress_->completed;
+      }
+      progress_->advanced.notify_all();
     }
     lock.lock();
     ++completed_;

@@ -24,6 +24,17 @@ namespace gpumem {
 
 struct stream_impl;
 
+// How many tasks a stream has run, shared with the tasks of other streams that wait for it
+// (legacy_ordering). A waiter holds this, never the stream: a stream destroyed meanwhile must not
+// be destroyed on the waiter's worker, since its destruction runs its own queue, whose later work
+// may wait for that very worker.
+struct stream_progress {
+  std::mutex mutex;
+  std::condition_variable advanced;
+  std::uint64_t completed = 0;
+  void wait_until(std::uint64_t count);
+};
+
 // CUDA's legacy default stream and its implicit synchronisation: work queued on the legacy stream
 // waits for the work queued before it on every blocking stream (created without non_blocking, and
 // the per-thread default streams), and work queued on a blocking stream waits for the work queued
@@ -31,8 +42,9 @@ struct stream_impl;
 // before the new work is queued, so two queues never wait for each other.
 class legacy_ordering {
  public:
-  // The streams that work queued on `s` must first wait for, with their counts of queued work.
-  using waits = std::vector<std::pair<std::weak_ptr<stream_impl>, std::uint64_t>>;
+  // The progress of the streams that work queued on `s` must first wait for, with their counts
+  // of queued work.
+  using waits = std::vector<std::pair<std::shared_ptr<stream_progress>, std::uint64_t>>;
   waits preceding(stream_impl const& s);
   // Takes part from now on: the legacy stream, or a blocking one (a non-blocking one is ignored).
   void add(std::shared_ptr<stream_impl> const& s);
@@ -64,10 +76,13 @@ struct stream_impl {
   // thread) until that many have run.
   std::uint64_t unfinished();
   void wait_until(std::uint64_t count);
+  // Null for a stream that takes no part in the legacy ordering.
+  std::shared_ptr<stream_progress> const& progress() const noexcept { return progress_; }
 
  private:
   void run();
   std::shared_ptr<legacy_ordering> const ordering_;
+  std::shared_ptr<stream_progress> const progress_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;

@@ -174,6 +174,34 @@ TEST(cuda_copy, blocking_streams_wait_for_the_legacy_stream_and_non_blocking_one
   gate.open();
 }
 
+// A blocking stream destroyed while the legacy stream waits for its earlier work, with later work
+// of its own that waits for the legacy stream: cudaStreamDestroy returns at once and the work
+// completes. On the host backend the legacy stream's waiting task once held the last reference to
+// the stream, destroyed it on the legacy worker (a destruction runs the stream's queue), and the
+// stream's later work waited for that same task: both hung.
+TEST(cuda_copy, a_blocking_stream_destroyed_while_the_legacy_stream_waits_for_it) {
+  auto& b = backend();
+  std::size_t const n = 4 * KiB;
+  device_buffer a(n);
+  gpumem::stream_handle const blocking = b.create_stream(/*non_blocking=*/false);
+  stream_gate gate;
+  gate.block(blocking);
+  b.fill_async(a.get(), 0x11, n, nullptr);   // waits for the held-back stream
+  b.fill_async(a.get(), 0x22, n, blocking);  // waits for the legacy stream's fill
+  std::thread opener([&gate] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    gate.open();
+  });
+  // Destroyed once the legacy stream's fill is waiting for the held-back stream.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  b.destroy_stream(blocking);  // returns once the stream's work has run (host) or at once (CUDA)
+  opener.join();
+  b.synchronize_stream(nullptr);
+  std::vector<std::uint8_t> out(n, 0xff);
+  b.copy(out.data(), a.get(), n);
+  EXPECT_EQ(out[0], 0x22);
+}
+
 TEST(cuda_copy, per_thread_default_stream_carries_async_work) {
   auto& b = backend();
   std::size_t const n = 64 * KiB;
